@@ -1,0 +1,3 @@
+"""judge: train, validate and serve learned judges for multimodal benchmarks."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,134 @@
+"""Command-line entry points. Argument parsing only: each command calls one function of a room."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from .data.errors import JudgeError
+
+
+def _fail(e: Exception) -> int:
+    print(f"error: {e}", file=sys.stderr)
+    return 2
+
+
+def data_main(argv: list[str] | None = None) -> int:
+    """``judge-data``: validate annotations, build the SFT dataset, show rubrics, make the demo set."""
+    p = argparse.ArgumentParser(
+        prog="judge-data",
+        description="Annotations in, SFT data out: validate, build, rubric show, demo, tiny-model.",
+    )
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    v = sub.add_parser("validate", help="check annotation files; print a summary and every problem (exit 1 if any)")
+    v.add_argument("files", nargs="+", help="annotation files (.jsonl or .json)")
+    v.add_argument("--rubric", default="mmie", help="rubric name in rubrics/ or a YAML path (default: mmie); "
+                   "'none' skips the rubric checks")
+    v.add_argument("--root", help="resolve image paths from this folder instead of each file's folder")
+    v.add_argument("--allow-urls", action="store_true", help="accept http(s) image references (not fetched)")
+    v.add_argument("--max-pixels", type=int, default=None, help="pixel limit per image (default 40,000,000)")
+    v.add_argument("--json", metavar="PATH", help="also write the full report as JSON")
+
+    b = sub.add_parser("build", help="annotations -> SFT dataset (prompt/completion + images), split by question")
+    b.add_argument("--config", required=True, help="run config, e.g. rubrics/rubric6.yaml (a bare name is looked "
+                   "up in rubrics/)")
+    b.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config value, e.g. --set data.aggregation=median (repeatable)")
+    b.add_argument("--processor", help="processor for token counts: a model folder, a hub id or 'tiny' "
+                   "(default: the config's model.path)")
+    b.add_argument("--no-tokens", action="store_true", help="skip token counting (and the token budget check)")
+    b.add_argument("--out", help="output folder (default: data.output_dir or <output_dir>/data)")
+
+    r = sub.add_parser("rubric", help="rubric tools")
+    rsub = r.add_subparsers(dest="rubric_cmd", required=True)
+    rs = rsub.add_parser("show", help="print a rubric and its hash")
+    rs.add_argument("name", nargs="?", default="mmie")
+    rs.add_argument("--json", action="store_true", help="print the parsed rubric as JSON")
+
+    d = sub.add_parser("demo", help="(re)generate the synthetic demo annotation set")
+    d.add_argument("--out", default="annotations/demo")
+    d.add_argument("--seed", type=int, default=0)
+    d.add_argument("--n-questions", type=int, default=100)
+
+    t = sub.add_parser("tiny-model", help="save the seeded tiny InternVL scorer to a folder")
+    t.add_argument("--out", required=True)
+    t.add_argument("--seed", type=int, default=0)
+
+    args = p.parse_args(argv)
+    try:
+        if args.cmd == "validate":
+            return _validate(args)
+        if args.cmd == "build":
+            return _build(args)
+        if args.cmd == "rubric":
+            return _rubric_show(args)
+        if args.cmd == "demo":
+            from .data.demo import generate_demo
+
+            path = generate_demo(args.out, n_questions=args.n_questions, seed=args.seed)
+            print(f"wrote {path}")
+            return 0
+        if args.cmd == "tiny-model":
+            from .models.tiny import save_tiny_scorer
+
+            print(f"wrote {save_tiny_scorer(args.out, seed=args.seed)}")
+            return 0
+    except JudgeError as e:
+        return _fail(e)
+    return 2
+
+
+def _validate(args) -> int:
+    from .data.atomic import write_json
+    from .data.images import DEFAULT_MAX_PIXELS, ImageLimits
+    from .data.rubric import load_rubric
+    from .data.validate import format_report, validate_annotations
+
+    t0 = time.perf_counter()
+    rubric = None if args.rubric.lower() == "none" else load_rubric(args.rubric)
+    limits = ImageLimits(max_pixels=args.max_pixels or DEFAULT_MAX_PIXELS)
+    report = validate_annotations(args.files, rubric, root=args.root, allow_urls=args.allow_urls,
+                                  image_limits=limits)
+    print(format_report(report))
+    if args.json:
+        write_json(args.json, report.as_dict())
+    print(f"\n({time.perf_counter() - t0:.1f} s)")
+    return 0 if report.ok else 1
+
+
+def _build(args) -> int:
+    from .data.build import build_sft_dataset
+    from .models.loading import load_processor
+
+    from .data.config import load_data_sections
+
+    sections = load_data_sections(args.config, args.overrides)
+    processor = None
+    if not args.no_tokens:
+        source = args.processor or (sections.other.get("model") or {}).get("path")
+        if source is None:
+            raise JudgeError("no processor to count tokens with: set model.path in the config, pass "
+                             "--processor, or --no-tokens")
+        processor = load_processor(str(source))
+    out = build_sft_dataset(sections, processor, out_dir=args.out, config_path=args.config)
+    print(json.dumps({"output": str(out)}))
+    return 0
+
+
+def _rubric_show(args) -> int:
+    from .data.rubric import load_rubric
+
+    rubric = load_rubric(args.name)
+    if args.json:
+        print(json.dumps({"hash": rubric.hash, **rubric.model_dump(mode="json")}, indent=2, ensure_ascii=False))
+    else:
+        print(rubric.render())
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(data_main())

@@ -1,0 +1,142 @@
+"""The ``rubric`` and ``data`` sections of a run config (``rubrics/rubric6.yaml``).
+
+The same YAML file drives ``judge-data build`` and ``judge-train``. This module
+owns the sections the data layer reads; it checks the top-level keys of the whole
+file so a misspelt section is caught here too. Paths inside the file are taken
+from the current working directory (run the commands from the repository root).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from .errors import ConfigError, format_validation_error
+from .rubric import RUBRIC_DIRS
+
+#: Every top-level section a run config may have (the training sections belong to judge.train).
+RUN_SECTIONS = ("rubric", "data", "model", "lora", "quantization", "train", "eval", "logging", "output_dir", "seed")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SplitConfig(_Strict):
+    train: float = Field(0.7, ge=0)
+    validation: float = Field(0.15, ge=0)
+    test: float = Field(0.15, ge=0)
+    seed: int = 0
+    stratify: bool = Field(True, description="Stratify by task family.")
+
+    @model_validator(mode="after")
+    def _positive(self) -> SplitConfig:
+        if self.train + self.validation + self.test <= 0:
+            raise ValueError("split fractions sum to 0")
+        return self
+
+    @property
+    def fractions(self) -> tuple[float, float, float]:
+        return (self.train, self.validation, self.test)
+
+
+class DataConfig(_Strict):
+    annotations: list[str] = Field(min_length=1, description="Annotation files (JSONL or JSON).")
+    image_root: str | None = Field(None, description="Resolve image paths from here instead of each file's folder.")
+    allow_urls: bool = False
+    aggregation: Literal["mean", "median", "majority"] = "mean"
+    split: SplitConfig = SplitConfig()
+    target: Literal["score", "score_rationale", "rationale_score"] = "score"
+    criteria: Literal["all", "overall", "criteria"] | list[str] = Field(
+        "all", description="'all' (every criterion and overall), 'overall', 'criteria' (no overall) or a list of ids."
+    )
+    max_images: int | None = Field(None, ge=1, description="Most images per example; more is an error.")
+    max_tokens: int | None = Field(None, ge=16, description="Token budget per example (prompt + answer).")
+    tile_fallback: bool = Field(
+        True, description="Over max_tokens, lower the image tiles per image (down to 1) before failing."
+    )
+    skip_invalid: bool = False
+    output_dir: str | None = Field(None, description="Where the SFT dataset goes; default <output_dir>/data.")
+
+    @field_validator("annotations", mode="before")
+    @classmethod
+    def _one_or_many(cls, v: Any) -> Any:
+        return [v] if isinstance(v, str) else v
+
+
+class DataSections(_Strict):
+    """What the data layer reads of a run config; other sections are kept raw in ``other``."""
+
+    rubric: str = "mmie"
+    data: DataConfig
+    output_dir: str = "runs/demo"
+    seed: int = 0
+    other: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def data_dir(self) -> Path:
+        return Path(self.data.output_dir or Path(self.output_dir) / "data")
+
+
+def find_config(name_or_path: str | Path) -> Path:
+    """A path as given, else ``rubrics/NAME`` (so ``--config rubric6.yaml`` works from the repo root)."""
+    p = Path(name_or_path)
+    if p.is_file():
+        return p
+    for d in RUBRIC_DIRS:
+        for cand in (d / p, d / f"{p}.yaml"):
+            if cand.is_file():
+                return cand
+    raise ConfigError(f"config {str(name_or_path)!r} not found (also looked in {', '.join(map(str, RUBRIC_DIRS))})")
+
+
+def apply_override(raw: dict, assignment: str) -> None:
+    """Apply ``section.key=value`` (value parsed as YAML) to a raw config mapping."""
+    if "=" not in assignment:
+        raise ConfigError(f"override {assignment!r} must look like section.key=value")
+    dotted, value = assignment.split("=", 1)
+    keys = [k for k in dotted.strip().split(".") if k]
+    if not keys:
+        raise ConfigError(f"override {assignment!r} names no key")
+    node = raw
+    for k in keys[:-1]:
+        nxt = node.setdefault(k, {})
+        if not isinstance(nxt, dict):
+            raise ConfigError(f"override {assignment!r}: {k!r} is not a section")
+        node = nxt
+    try:
+        node[keys[-1]] = yaml.safe_load(value)
+    except yaml.YAMLError as e:
+        raise ConfigError(f"override {assignment!r}: value is not valid YAML: {e}") from None
+
+
+def read_config(path: str | Path, overrides: list[str] | None = None) -> tuple[Path, dict]:
+    """Read a run config file as a raw mapping with overrides applied, top-level keys checked."""
+    path = find_config(path)
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path}: not valid YAML: {e}") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: a run config must be a YAML mapping")
+    for o in overrides or []:
+        apply_override(raw, o)
+    unknown = sorted(set(raw) - set(RUN_SECTIONS))
+    if unknown:
+        raise ConfigError(f"{path}: unknown section(s) {unknown}; allowed: {', '.join(RUN_SECTIONS)}")
+    return path, raw
+
+
+def load_data_sections(path: str | Path, overrides: list[str] | None = None) -> DataSections:
+    """Validate the ``rubric`` and ``data`` sections of a run config (strictly: unknown keys are errors)."""
+    path, raw = read_config(path, overrides)
+    mine = {k: raw[k] for k in ("rubric", "data", "output_dir", "seed") if k in raw}
+    if "data" not in mine:
+        raise ConfigError(f"{path}: the config has no 'data' section")
+    try:
+        return DataSections.model_validate({**mine, "other": {k: v for k, v in raw.items() if k not in mine}})
+    except ValidationError as e:
+        raise ConfigError(f"{path}: invalid config:\n{format_validation_error(e, DataSections)}") from None

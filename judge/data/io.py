@@ -1,0 +1,395 @@
+"""Loaders for annotation and prediction files, with errors that name file, line and field.
+
+Every loader reads the whole input and collects every problem it finds, so a user
+fixes a file in one pass instead of one error per run. With ``skip_invalid`` the
+bad records are skipped and listed; otherwise :class:`InvalidRecordsError` is
+raised with all of them.
+
+Formats: JSON Lines (one record per line) and JSON (an array of records, or one
+record). Records are canonical (:mod:`judge.data.schema`) or MMIE's native form
+(``question``/``answer`` lists of ``{text, image}``, ``gt_answer``), detected per
+record.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ValidationError
+
+from .errors import JudgeError, Location, RecordError
+from .images import DEFAULT_LIMITS, ImageLimits, check_image_file, resolve_image
+from .rubric import OVERALL, Rubric
+from .schema import AnnotationRecord, ImageSegment, PredictionRecord
+
+RecordFormat = Literal["auto", "canonical", "mmie"]
+_MMIE_FAMILY_RE = re.compile(r"(?<![A-Za-z])(SA|PBL|MSR)(?![A-Za-z])")
+
+
+class InvalidRecordsError(JudgeError, ValueError):
+    """One or more bad records; ``errors`` lists every one of them."""
+
+    def __init__(self, errors: list[RecordError], what: str = "records"):
+        self.errors = errors
+        shown = "\n".join(f"  {e}" for e in errors[:20])
+        more = f"\n  ... and {len(errors) - 20} more" if len(errors) > 20 else ""
+        hint = "\nFix them, or pass --skip-invalid to skip and list them."
+        super().__init__(f"{len(errors)} invalid {what}:\n{shown}{more}{hint}")
+
+
+@dataclass
+class ImageInfo:
+    path: str
+    width: int
+    height: int
+
+
+@dataclass
+class LoadResult:
+    """Records that passed every check, the errors of those that did not, and image facts."""
+
+    records: list[Any] = field(default_factory=list)
+    errors: list[RecordError] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
+    images: dict[str, ImageInfo] = field(default_factory=dict)
+
+    @property
+    def skipped_ids(self) -> list[str | None]:
+        return [e.record_id for e in self.errors]
+
+
+# ----------------------------------------------------------------------------- raw reading
+
+
+def iter_json_records(path: str | Path) -> Iterator[tuple[int, Any]]:
+    """Yield ``(line, object)`` for each record of a .jsonl or .json file.
+
+    A line that is not valid JSON yields ``(line, RecordError)`` so the caller can
+    go on reading. A .json file holds an array of records (each reported at the
+    line where it starts) or a single record.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise JudgeError(f"{path}: file not found")
+    text = path.read_text(encoding="utf-8")
+    if path.suffix.lower() == ".json":
+        yield from _iter_json_array(path, text)
+        return
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            yield lineno, json.loads(line)
+        except json.JSONDecodeError as e:
+            yield lineno, RecordError(
+                f"not valid JSON ({e.msg} at column {e.colno}); each line must be one JSON object",
+                file=path,
+                line=lineno,
+            )
+
+
+def _iter_json_array(path: Path, text: str) -> Iterator[tuple[int, Any]]:
+    decoder = json.JSONDecoder()
+    pos = _skip_ws(text, 0)
+    if pos < len(text) and text[pos] != "[":
+        try:
+            obj, _ = decoder.raw_decode(text, pos)
+        except json.JSONDecodeError as e:
+            raise RecordError(f"not valid JSON ({e.msg})", file=path, line=e.lineno) from None
+        yield text.count("\n", 0, pos) + 1, obj
+        return
+    pos = _skip_ws(text, pos + 1)
+    while pos < len(text) and text[pos] != "]":
+        line = text.count("\n", 0, pos) + 1
+        try:
+            obj, pos = decoder.raw_decode(text, pos)
+        except json.JSONDecodeError as e:
+            # Inside an array we cannot resynchronise reliably: report and stop.
+            raise RecordError(f"not valid JSON ({e.msg} at column {e.colno})", file=path, line=e.lineno) from None
+        yield line, obj
+        pos = _skip_ws(text, pos)
+        if pos < len(text) and text[pos] == ",":
+            pos = _skip_ws(text, pos + 1)
+    if pos >= len(text):
+        raise RecordError("not valid JSON (the array is never closed with ']')", file=path, line=text.count("\n") + 1)
+
+
+def _skip_ws(text: str, pos: int) -> int:
+    while pos < len(text) and text[pos] in " \t\r\n":
+        pos += 1
+    return pos
+
+
+# ----------------------------------------------------------------------------- conversion
+
+
+def is_mmie_native(obj: dict) -> bool:
+    return isinstance(obj, dict) and "answer" in obj and "question" in obj and "response" not in obj
+
+
+def mmie_family(record_id: str) -> str | None:
+    """MMIE ids carry their category (SA, PBL or MSR) as a token, e.g. ``"PBL_12_3"``."""
+    m = _MMIE_FAMILY_RE.search(record_id)
+    return m.group(1) if m else None
+
+
+def from_mmie(obj: dict, kind: Literal["annotation", "prediction"]) -> dict:
+    """Map an MMIE native record onto the canonical dict (not yet validated)."""
+    out = {k: v for k, v in obj.items() if k not in ("answer", "gt_answer")}
+    out["response"] = obj.get("answer")
+    if obj.get("gt_answer") not in (None, "", []):
+        out["reference"] = obj["gt_answer"]
+    rid = str(obj.get("id", ""))
+    if "task" not in out:
+        fam = mmie_family(rid)
+        if fam is not None:
+            out["task"] = fam
+    if kind == "prediction":
+        out.setdefault("benchmark", "mmie")
+    # MMIE files carry fields of their own (category, field, ...): keep them under meta.
+    model = AnnotationRecord if kind == "annotation" else PredictionRecord
+    extra = {k: out.pop(k) for k in list(out) if k not in model.model_fields}
+    if extra:
+        out["meta"] = {**(out.get("meta") or {}), **extra}
+    return out
+
+
+def pydantic_errors(e: ValidationError, loc: Location) -> list[RecordError]:
+    out = []
+    for err in e.errors():
+        fld = ".".join(str(x) for x in err["loc"]) or None
+        msg = err["msg"]
+        if err["type"] == "missing":
+            msg = "required field is missing"
+        elif err["type"] == "extra_forbidden":
+            msg = f"unknown field (value {err.get('input')!r:.60}); put extra data under 'meta'"
+        elif "input" in err:
+            msg = f"{msg} (got {err['input']!r:.80})"
+        out.append(RecordError(msg, file=loc.file, line=loc.line, field=fld, record_id=loc.record_id))
+    return out
+
+
+def _content_fields(rec: BaseModel) -> Iterable[tuple[str, list]]:
+    for name in ("question", "reference", "response"):
+        content = getattr(rec, name, None)
+        if content:
+            yield name, content
+
+
+# ----------------------------------------------------------------------------- loaders
+
+
+def load_annotations(
+    paths: str | Path | Iterable[str | Path],
+    *,
+    rubric: Rubric | None = None,
+    root: str | Path | None = None,
+    allow_urls: bool = False,
+    check_images: bool = True,
+    image_limits: ImageLimits = DEFAULT_LIMITS,
+    skip_invalid: bool = False,
+    collect: bool = False,
+    format: RecordFormat = "auto",
+) -> LoadResult:
+    """Read, validate and resolve annotation records from one or more files.
+
+    Checks the schema, duplicate ids across all files, (with a rubric) the task
+    family, criteria and scale, and every image (resolved inside ``root`` or the
+    file's folder; opened and fully decoded when ``check_images``). Image
+    references in the returned records are absolute paths.
+
+    Raises :class:`InvalidRecordsError` listing every bad record, unless
+    ``skip_invalid`` (skip them) or ``collect`` (return them in ``errors``).
+    """
+    return _load(
+        paths, AnnotationRecord, "annotation", rubric=rubric, root=root, allow_urls=allow_urls,
+        check_images=check_images, image_limits=image_limits, skip_invalid=skip_invalid,
+        collect=collect, format=format,
+    )
+
+
+def load_predictions(
+    paths: str | Path | Iterable[str | Path],
+    *,
+    root: str | Path | None = None,
+    allow_urls: bool = False,
+    check_images: bool = False,
+    image_limits: ImageLimits = DEFAULT_LIMITS,
+    skip_invalid: bool = False,
+    collect: bool = False,
+    format: RecordFormat = "auto",
+) -> LoadResult:
+    """Read and validate prediction records (input of ``judge-score``); see :func:`load_annotations`.
+
+    Images are resolved (and refused outside their root) but, by default, opened
+    only when scored, where a bad one makes that item unscorable, not the run fail.
+    """
+    return _load(
+        paths, PredictionRecord, "prediction", rubric=None, root=root, allow_urls=allow_urls,
+        check_images=check_images, image_limits=image_limits, skip_invalid=skip_invalid,
+        collect=collect, format=format,
+    )
+
+
+def _load(paths, model, kind, *, rubric, root, allow_urls, check_images, image_limits, skip_invalid,
+          collect, format) -> LoadResult:
+    if isinstance(paths, (str, Path)):
+        paths = [paths]
+    result = LoadResult()
+    seen: dict[str, Location] = {}
+    for path in paths:
+        path = Path(path)
+        result.files.append(str(path))
+        base_dir = path.parent
+        try:
+            for line, obj in iter_json_records(path):
+                if isinstance(obj, RecordError):
+                    result.errors.append(obj)
+                    continue
+                rec, errs = _validate_one(obj, model, kind, path, line, format)
+                if rec is not None:
+                    errs += _check_duplicate(rec, seen, path, line)
+                    if rubric is not None and kind == "annotation":
+                        errs += check_against_rubric(rec, rubric)
+                    errs += _resolve_images(rec, base_dir, root, allow_urls, check_images, image_limits, result)
+                if errs:
+                    result.errors.extend(errs)
+                else:
+                    result.records.append(rec)
+        except RecordError as e:  # a whole-file problem (broken JSON array)
+            result.errors.append(e)
+    if result.errors and not (skip_invalid or collect):
+        raise InvalidRecordsError(result.errors, f"{kind} records")
+    return result
+
+
+def _validate_one(obj, model, kind, path, line, format):
+    rid = str(obj["id"]) if isinstance(obj, dict) and obj.get("id") is not None else None
+    loc = Location(str(path), line, rid)
+    if not isinstance(obj, dict):
+        return None, [RecordError(f"expected a JSON object, got {type(obj).__name__}", file=path, line=line)]
+    if format == "mmie" or (format == "auto" and is_mmie_native(obj)):
+        obj = from_mmie(obj, kind)
+    try:
+        rec = model.model_validate(obj)
+    except ValidationError as e:
+        return None, pydantic_errors(e, loc)
+    rec._source = loc
+    return rec, []
+
+
+def _check_duplicate(rec, seen: dict[str, Location], path, line) -> list[RecordError]:
+    first = seen.get(rec.id)
+    if first is not None:
+        return [RecordError(
+            f"duplicate id {rec.id!r}; first seen at {first.file}:{first.line}",
+            file=path, line=line, field="id", record_id=rec.id,
+        )]
+    seen[rec.id] = Location(str(path), line, rec.id)
+    return []
+
+
+def check_against_rubric(rec: AnnotationRecord, rubric: Rubric) -> list[RecordError]:
+    """Family known, every scored criterion known to the family, every score on the scale."""
+    loc = rec._source or Location(record_id=rec.id)
+
+    def err(msg: str, fld: str) -> RecordError:
+        return RecordError(msg, file=loc.file, line=loc.line, field=fld, record_id=rec.id)
+
+    if rec.task not in rubric.families:
+        return [err(f"unknown task family {rec.task!r}; rubric {rubric.name!r} has {sorted(rubric.families)}", "task")]
+    family = rubric.families[rec.task]
+    allowed = family.criterion_ids
+    lo, hi = rubric.scale.min, rubric.scale.max
+    errs = []
+    for annotator, crit_scores in rec.scores.items():
+        for crit, value in crit_scores.items():
+            fld = f"scores.{annotator}.{crit}"
+            if crit not in allowed:
+                errs.append(err(f"unknown criterion {crit!r} for family {rec.task}; allowed: {', '.join(allowed)}", fld))
+            elif not lo <= value <= hi:
+                errs.append(err(f"score {value} is off the scale {lo}..{hi}", fld))
+    if family.uses_reference and not rec.reference:
+        errs.append(err(f"family {rec.task} shows the reference answer to the judge, but the record has none",
+                        "reference"))
+    return errs
+
+
+def _resolve_images(rec, base_dir, root, allow_urls, check_images, limits, result: LoadResult) -> list[RecordError]:
+    loc = rec._source
+    errs = []
+    for name, content in _content_fields(rec):
+        for i, seg in enumerate(content):
+            if not isinstance(seg, ImageSegment):
+                continue
+            fld = f"{name}[{i}].image"
+            try:
+                resolved = resolve_image(seg.image, base_dir, root=root, allow_urls=allow_urls)
+                if check_images and resolved not in result.images:
+                    w, h = check_image_file(resolved, limits)
+                    result.images[resolved] = ImageInfo(resolved, w, h)
+            except JudgeError as e:
+                errs.append(RecordError(str(e), file=loc.file, line=loc.line, field=fld, record_id=rec.id))
+                continue
+            seg.image = resolved
+    return errs
+
+
+# ----------------------------------------------------------------------------- views
+
+
+def records_to_dataset(records: list[AnnotationRecord]):
+    """A ``datasets.Dataset`` view of annotation records; images stay paths until used.
+
+    Content columns are lists of ``{type, text, image}`` structs; ``scores`` and
+    ``rationale`` are JSON strings (their keys vary per record).
+    """
+    import datasets
+
+    def seg_rows(content):
+        return [{"type": s.type, "text": getattr(s, "text", None), "image": getattr(s, "image", None)}
+                for s in content or []]
+
+    rows = [{
+        "id": r.id, "question_id": r.question_id, "task": r.task, "model": r.model,
+        "question": seg_rows(r.question), "response": seg_rows(r.response), "reference": seg_rows(r.reference),
+        "images": r.images, "annotators": r.annotators,
+        "scores": json.dumps(r.scores, sort_keys=True), "rationale": json.dumps(r.rationale or {}, sort_keys=True),
+    } for r in records]
+    seg = datasets.List({"type": datasets.Value("string"), "text": datasets.Value("string"),
+                         "image": datasets.Value("string")})
+    features = datasets.Features({
+        "id": datasets.Value("string"), "question_id": datasets.Value("string"), "task": datasets.Value("string"),
+        "model": datasets.Value("string"), "question": seg, "response": seg, "reference": seg,
+        "images": datasets.List(datasets.Value("string")), "annotators": datasets.List(datasets.Value("string")),
+        "scores": datasets.Value("string"), "rationale": datasets.Value("string"),
+    })
+    return datasets.Dataset.from_list(rows, features=features)
+
+
+def write_jsonl(path: str | Path, rows: Iterable[dict | BaseModel]) -> None:
+    """Write rows as JSON Lines atomically (a temporary file renamed into place)."""
+    from .atomic import atomic_write
+
+    with atomic_write(path) as f:
+        for row in rows:
+            if isinstance(row, BaseModel):
+                row = row.model_dump(mode="json", exclude_none=False)
+            f.write(json.dumps(row, ensure_ascii=False) + "\n")
+
+
+def score_keys(rec: AnnotationRecord) -> set[str]:
+    """Every criterion any annotator scored on this record."""
+    return {c for s in rec.scores.values() for c in s}
+
+
+__all__ = [
+    "OVERALL", "InvalidRecordsError", "LoadResult", "ImageInfo", "iter_json_records", "load_annotations",
+    "load_predictions", "check_against_rubric", "records_to_dataset", "write_jsonl", "from_mmie",
+    "is_mmie_native", "mmie_family", "score_keys",
+]

@@ -1,0 +1,114 @@
+"""Load a scorer (base model, base + LoRA adapter, or merged) and its processor through one code path.
+
+``load_scorer("tiny")`` builds the seeded tiny InternVL model in memory; any other
+value is a local folder or a hub id that ``AutoModelForImageTextToText`` loads
+(native InternVL checkpoints such as ``OpenGVLab/InternVL3-1B-hf`` included).
+Weights load from safetensors only, and remote code runs only when asked.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import torch
+
+from ..data.errors import ConfigError
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+_TINY = re.compile(r"^tiny(?::seed=(\d+))?$")
+
+
+def resolve_dtype(dtype: str | torch.dtype, device: str) -> torch.dtype:
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    if dtype == "auto":
+        return torch.bfloat16 if str(device).startswith("cuda") else torch.float32
+    if dtype not in DTYPES:
+        raise ConfigError(f"dtype {dtype!r} is not one of auto, {', '.join(DTYPES)}")
+    return DTYPES[dtype]
+
+
+def check_model_source(path_or_id: str) -> None:
+    """Fail early, in words, on a model folder that is missing or incomplete."""
+    if _TINY.match(path_or_id):
+        return
+    p = Path(path_or_id)
+    if p.exists():
+        if not (p / "config.json").is_file():
+            raise ConfigError(f"model folder {str(p)!r} has no config.json; is it a saved model?")
+        return
+    if not _HUB_ID.match(path_or_id) or path_or_id.startswith((".", "/", "~")):
+        raise ConfigError(f"model folder {path_or_id!r} does not exist (and it is not a hub id like 'org/name')")
+
+
+def load_processor(path_or_id: str, trust_remote_code: bool = False):
+    """The processor of a checkpoint; InternVL checkpoints get the torchvision-free one."""
+    from transformers import AutoConfig, AutoProcessor
+
+    from .processor import InternVLImageTextProcessor
+
+    m = _TINY.match(path_or_id)
+    if m:
+        from .tiny import build_tiny_processor
+
+        return build_tiny_processor()
+    config = AutoConfig.from_pretrained(path_or_id, trust_remote_code=trust_remote_code)
+    if config.model_type == "internvl":
+        return InternVLImageTextProcessor.from_pretrained(path_or_id)
+    return AutoProcessor.from_pretrained(path_or_id, trust_remote_code=trust_remote_code)
+
+
+def load_scorer(
+    path_or_id: str,
+    adapter: str | None = None,
+    dtype: str | torch.dtype = "auto",
+    device: str = "cpu",
+    quantization: str | None = None,
+    trust_remote_code: bool = False,
+    attn_implementation: str | None = None,
+):
+    """Return ``(model, processor)`` ready for scoring (eval mode, on ``device``).
+
+    ``adapter`` is a PEFT adapter folder applied on top of the base. ``quantization``
+    is None, ``"4bit"`` (NF4) or ``"8bit"`` through bitsandbytes.
+    """
+    check_model_source(path_or_id)
+    if adapter is not None and not (Path(adapter) / "adapter_config.json").is_file():
+        raise ConfigError(f"adapter folder {adapter!r} has no adapter_config.json")
+    torch_dtype = resolve_dtype(dtype, device)
+    m = _TINY.match(path_or_id)
+    if m:
+        from .tiny import build_tiny_scorer
+
+        model, processor = build_tiny_scorer(seed=int(m.group(1) or 0))
+        model = model.to(dtype=torch_dtype)
+    else:
+        from transformers import AutoModelForImageTextToText
+
+        kwargs = dict(dtype=torch_dtype, trust_remote_code=trust_remote_code, use_safetensors=True)
+        if attn_implementation:
+            kwargs["attn_implementation"] = attn_implementation
+        if quantization is not None:
+            kwargs["quantization_config"] = quantization_config(quantization, torch_dtype)
+        model = AutoModelForImageTextToText.from_pretrained(path_or_id, **kwargs)
+        processor = load_processor(path_or_id, trust_remote_code)
+    if adapter is not None:
+        from peft import PeftModel
+
+        model = PeftModel.from_pretrained(model, adapter)
+    if quantization is None:
+        model = model.to(device)
+    return model.eval(), processor
+
+
+def quantization_config(kind: str, compute_dtype: torch.dtype):
+    from transformers import BitsAndBytesConfig
+
+    if kind == "4bit":
+        return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
+                                  bnb_4bit_compute_dtype=compute_dtype)
+    if kind == "8bit":
+        return BitsAndBytesConfig(load_in_8bit=True)
+    raise ConfigError(f"quantization {kind!r} is not one of none, 4bit, 8bit")

@@ -1,0 +1,43 @@
+"""An InternVL processor for images and text only, so `judge` runs without torchvision.
+
+The stock ``InternVLProcessor`` insists on a video processor, and InternVL's video
+processor needs torchvision. A judge never sees video, so this subclass drops
+that attribute and keeps everything else: the same image expansion
+(``<img><IMG_CONTEXT>*N</img>`` per image), the same tiling, the same chat
+template. It loads the ``processor_config.json``/tokenizer files of stock
+InternVL checkpoints (``OpenGVLab/InternVL3-*-hf``) unchanged; the image
+processor comes from ``AutoImageProcessor``, which picks the PIL backend when
+torchvision is missing.
+"""
+
+from __future__ import annotations
+
+import re
+
+from transformers import InternVLProcessor
+from transformers.processing_utils import ProcessorMixin
+
+
+class InternVLImageTextProcessor(InternVLProcessor):
+    """``InternVLProcessor`` without the video processor (no torchvision needed)."""
+
+    def __init__(self, image_processor=None, tokenizer=None, image_seq_length: int = 256, chat_template=None,
+                 **kwargs):
+        # Skip InternVLProcessor.__init__, which requires a video processor; set what it sets.
+        ProcessorMixin.__init__(self, image_processor, tokenizer, chat_template=chat_template, **kwargs)
+        self.image_seq_length = image_seq_length
+        self.start_image_token = tokenizer.start_image_token
+        self.end_image_token = tokenizer.end_image_token
+        self.start_image_token_id = tokenizer.start_image_token_id
+        self.end_image_token_id = tokenizer.end_image_token_id
+        self.image_token = tokenizer.context_image_token
+        self.video_token = tokenizer.video_token
+        self.image_token_id = tokenizer.context_image_token_id
+        self.multimodal_pattern = re.compile(
+            f"(?P<image>{re.escape(self.image_token)})|(?P<video>{re.escape(self.video_token)})"
+        )
+
+    def __call__(self, images=None, text=None, videos=None, **kwargs):
+        if videos is not None:
+            raise ValueError("InternVLImageTextProcessor handles images and text only, not video")
+        return super().__call__(images=images, text=text, **kwargs)

@@ -1,0 +1,33 @@
+"""Shared fixtures: the MMIE rubric, the seeded tiny scorer, a small generated demo set."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing in the tests may reach a hub
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+@pytest.fixture(scope="session")
+def rubric():
+    from judge.data.rubric import load_rubric
+
+    return load_rubric("mmie")
+
+
+@pytest.fixture(scope="session")
+def tiny():
+    """(model, processor) of the seeded tiny InternVL scorer; shared, so tests must not modify it."""
+    from judge.models import build_tiny_scorer
+
+    return build_tiny_scorer(seed=0)
+
+
+@pytest.fixture(scope="session")
+def small_demo(tmp_path_factory):
+    """A small synthetic annotation set (12 questions x 3 responses) with real PNG images."""
+    from judge.data.demo import generate_demo
+
+    return generate_demo(tmp_path_factory.mktemp("demo"), n_questions=12, seed=0)
