@@ -6,7 +6,6 @@ import argparse
 import json
 import sys
 import time
-from pathlib import Path
 
 from .data.errors import JudgeError
 
@@ -102,9 +101,8 @@ def _validate(args) -> int:
 
 def _build(args) -> int:
     from .data.build import build_sft_dataset
-    from .models.loading import load_processor
-
     from .data.config import load_data_sections
+    from .models.loading import load_processor
 
     sections = load_data_sections(args.config, args.overrides)
     processor = None

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from .rubric import OVERALL, Rubric
-from .schema import ImageSegment, TextSegment
+from .schema import ImageSegment, TextSegment, normalize_content
 
 TargetFormat = Literal["score", "score_rationale", "rationale_score"]
 TARGET_FORMATS: tuple[str, ...] = ("score", "score_rationale", "rationale_score")
@@ -41,21 +41,18 @@ class JudgePrompt:
     family: str
 
 
-def _segments(content) -> list[dict]:
-    out = []
-    for seg in content or []:
-        if isinstance(seg, TextSegment):
-            out.append({"type": "text", "text": seg.text})
-        elif isinstance(seg, ImageSegment):
-            out.append({"type": "image"})
-        else:  # plain dicts, already canonical
-            out.append({"type": "image"} if seg["type"] == "image" else {"type": "text", "text": seg["text"]})
-    return out
-
-
-def _images(content) -> list[str]:
-    return [s.image if isinstance(s, ImageSegment) else s["image"]
-            for s in content or [] if (s.type if hasattr(s, "type") else s["type"]) == "image"]
+def _layout(content) -> tuple[list[dict], list[str]]:
+    """Chat parts (images as placeholders) and image references of content in any accepted form."""
+    parts, images = [], []
+    for seg in normalize_content(content) or []:
+        if isinstance(seg, dict):
+            seg = ImageSegment(**seg) if seg.get("type") == "image" else TextSegment(**seg)
+        if isinstance(seg, ImageSegment):
+            parts.append({"type": "image"})
+            images.append(seg.image)
+        else:
+            parts.append({"type": "text", "text": seg.text})
+    return parts, images
 
 
 def answer_instruction(fmt: TargetFormat, lo: int, hi: int) -> str:
@@ -97,21 +94,18 @@ def build_judge_prompt(
             f"{p.name}: {p.description}" for p in fam.penalties) + "\n"
     parts: list[dict] = [{"type": "text", "text": intro + "\n## Question\n"}]
     images: list[str] = []
-    parts += _segments(question)
-    images += _images(question)
+
+    def add(content, if_empty: str) -> None:
+        p, i = _layout(content)
+        parts.extend(p or [{"type": "text", "text": if_empty}])
+        images.extend(i)
+
+    add(question, "(no question text)")
     if fam.uses_reference:
         parts.append({"type": "text", "text": "\n\n## Reference answer (correct)\n"})
-        if reference:
-            parts += _segments(reference)
-            images += _images(reference)
-        else:
-            parts.append({"type": "text", "text": "(none given)"})
+        add(reference, "(none given)")
     parts.append({"type": "text", "text": "\n\n## Response to judge\n"})
-    if response:
-        parts += _segments(response)
-        images += _images(response)
-    else:
-        parts.append({"type": "text", "text": "(the model gave no response)"})
+    add(response, "(the model gave no response)")
     prefix_parts = len(parts)
 
     levels = "\n".join(f"- {k}: {v}" for k, v in sorted(crit.levels.items()))

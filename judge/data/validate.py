@@ -11,7 +11,7 @@ from typing import Any
 
 from .aggregate import agreement
 from .errors import RecordError
-from .images import ImageLimits
+from .images import DEFAULT_LIMITS, ImageLimits
 from .io import load_annotations
 from .rubric import OVERALL, Rubric
 
@@ -39,7 +39,7 @@ def validate_annotations(
     *,
     root: str | Path | None = None,
     allow_urls: bool = False,
-    image_limits: ImageLimits = ImageLimits(),
+    image_limits: ImageLimits = DEFAULT_LIMITS,
 ) -> ValidationReport:
     """Load with every check on, collecting (not raising) problems; summarise the valid records."""
     res = load_annotations(paths, rubric=rubric, root=root, allow_urls=allow_urls, check_images=True,
