@@ -76,11 +76,26 @@ def iter_json_records(path: str | Path) -> Iterator[tuple[int, Any]]:
     path = Path(path)
     if not path.exists():
         raise JudgeError(f"{path}: file not found")
-    text = path.read_text(encoding="utf-8")
+    data = path.read_bytes()
+    if data.startswith(b"\xef\xbb\xbf"):  # a UTF-8 byte-order mark, as some editors write
+        data = data[3:]
     if path.suffix.lower() == ".json":
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise RecordError(f"not UTF-8 text ({e.reason} at byte {e.start})", file=path,
+                              line=data.count(b"\n", 0, e.start) + 1) from None
         yield from _iter_json_array(path, text)
         return
-    for lineno, line in enumerate(text.splitlines(), start=1):
+    # Split on "\n" only: str.splitlines() would also split on U+2028/U+2029/U+0085, which JSON
+    # writers leave unescaped inside strings.
+    for lineno, raw in enumerate(data.split(b"\n"), start=1):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            yield lineno, RecordError(f"not UTF-8 text ({e.reason} at column {e.start + 1})", file=path,
+                                      line=lineno)
+            continue
         if not line.strip():
             continue
         try:
@@ -94,29 +109,56 @@ def iter_json_records(path: str | Path) -> Iterator[tuple[int, Any]]:
 
 
 def _iter_json_array(path: Path, text: str) -> Iterator[tuple[int, Any]]:
+    """Records of a .json file, each with the line it starts on; the syntax between them is checked strictly."""
     decoder = json.JSONDecoder()
-    pos = _skip_ws(text, 0)
-    if pos < len(text) and text[pos] != "[":
+
+    def line_at(pos: int) -> int:
+        return text.count("\n", 0, pos) + 1
+
+    def fail(msg: str, pos: int):
+        raise RecordError(f"not valid JSON ({msg})", file=path, line=line_at(pos))
+
+    def decode(pos: int) -> tuple[Any, int]:
         try:
-            obj, _ = decoder.raw_decode(text, pos)
+            return decoder.raw_decode(text, pos)
         except json.JSONDecodeError as e:
-            raise RecordError(f"not valid JSON ({e.msg})", file=path, line=e.lineno) from None
-        yield text.count("\n", 0, pos) + 1, obj
+            # Inside one document we cannot resynchronise reliably: report and stop.
+            raise RecordError(f"not valid JSON ({e.msg} at column {e.colno})", file=path, line=e.lineno) from None
+
+    pos = _skip_ws(text, 0)
+    if pos == len(text):
+        fail("the file is empty; expected an array of records or one record", pos)
+    if text[pos] != "[":
+        obj, end = decode(pos)
+        rest = _skip_ws(text, end)
+        if rest < len(text):
+            fail("extra data after the first record; use .jsonl for one record per line, or a [...] array", rest)
+        yield line_at(pos), obj
         return
     pos = _skip_ws(text, pos + 1)
-    while pos < len(text) and text[pos] != "]":
-        line = text.count("\n", 0, pos) + 1
-        try:
-            obj, pos = decoder.raw_decode(text, pos)
-        except json.JSONDecodeError as e:
-            # Inside an array we cannot resynchronise reliably: report and stop.
-            raise RecordError(f"not valid JSON ({e.msg} at column {e.colno})", file=path, line=e.lineno) from None
-        yield line, obj
-        pos = _skip_ws(text, pos)
-        if pos < len(text) and text[pos] == ",":
-            pos = _skip_ws(text, pos + 1)
-    if pos >= len(text):
-        raise RecordError("not valid JSON (the array is never closed with ']')", file=path, line=text.count("\n") + 1)
+    if pos < len(text) and text[pos] == "]":
+        end = pos + 1
+    else:
+        while True:
+            if pos >= len(text):
+                fail("the array is never closed with ']'", pos)
+            start = pos
+            obj, pos = decode(start)
+            yield line_at(start), obj
+            pos = _skip_ws(text, pos)
+            if pos < len(text) and text[pos] == ",":
+                pos = _skip_ws(text, pos + 1)
+                if pos < len(text) and text[pos] == "]":
+                    fail("trailing comma before ']'", pos)
+            elif pos < len(text) and text[pos] == "]":
+                end = pos + 1
+                break
+            elif pos >= len(text):
+                fail("the array is never closed with ']'", pos)
+            else:
+                fail("expected ',' or ']' between records", pos)
+    if _skip_ws(text, end) < len(text):
+        fail("extra data after the closing ']'", _skip_ws(text, end))
 
 
 def _skip_ws(text: str, pos: int) -> int:
@@ -283,14 +325,17 @@ def _validate_one(obj, model, kind, path, line, format):
     return rec, []
 
 
-def _check_duplicate(rec, seen: dict[str, Location], path, line) -> list[RecordError]:
-    first = seen.get(rec.id)
+def _check_duplicate(rec, seen: dict, path, line) -> list[RecordError]:
+    # Predictions of several models share the benchmark's item ids, so their key is (model, id).
+    key = (rec.model, rec.id) if isinstance(rec, PredictionRecord) else rec.id
+    first = seen.get(key)
     if first is not None:
+        whose = f" for model {rec.model!r}" if isinstance(rec, PredictionRecord) else ""
         return [RecordError(
-            f"duplicate id {rec.id!r}; first seen at {first.file}:{first.line}",
+            f"duplicate id {rec.id!r}{whose}; first seen at {first.file}:{first.line}",
             file=path, line=line, field="id", record_id=rec.id,
         )]
-    seen[rec.id] = Location(str(path), line, rec.id)
+    seen[key] = Location(str(path), line, rec.id)
     return []
 
 
