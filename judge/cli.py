@@ -112,8 +112,7 @@ def _build(args) -> int:
             raise JudgeError("no processor to count tokens with: set model.path in the config, pass "
                              "--processor, or --no-tokens")
         processor = load_processor(str(source))
-    out = build_sft_dataset(sections, processor, out_dir=args.out, config_path=args.config)
-    print(json.dumps({"output": str(out)}))
+    build_sft_dataset(sections, processor, out_dir=args.out, config_path=args.config)
     return 0
 
 

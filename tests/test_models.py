@@ -108,3 +108,22 @@ def test_load_scorer_tiny_spec_and_adapter(tmp_path, rubric):
     with torch.no_grad():
         assert not torch.allclose(plain(**batch).logits, adapted(**batch).logits)
         assert torch.allclose(peft_model(**batch).logits, adapted(**batch).logits, atol=1e-6)
+
+
+def test_stock_internvl_hub_layout_loads_image_only(tmp_path):
+    """Hub checkpoints (OpenGVLab/InternVL3-*-hf) keep the image processor in preprocessor_config.json,
+    name the stock InternVLProcessor and ship a video processor config; the image-only processor
+    must load that layout as it is."""
+    import json
+
+    d = save_tiny_scorer(tmp_path / "hub", seed=0)
+    pc = json.loads((d / "processor_config.json").read_text())
+    image_cfg = {**pc.pop("image_processor"), "image_processor_type": "GotOcr2ImageProcessorFast",
+                 "processor_class": "InternVLProcessor"}
+    (d / "preprocessor_config.json").write_text(json.dumps(image_cfg))
+    (d / "processor_config.json").write_text(json.dumps({**pc, "processor_class": "InternVLProcessor"}))
+    (d / "video_preprocessor_config.json").write_text(json.dumps(
+        {"video_processor_type": "InternVLVideoProcessor", "processor_class": "InternVLProcessor"}))
+    _, proc = load_scorer(str(d))
+    assert isinstance(proc, InternVLImageTextProcessor)
+    assert proc.image_seq_length == 4 and proc.image_processor.max_patches == 2

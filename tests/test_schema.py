@@ -116,3 +116,15 @@ def test_mmie_family_from_id():
     assert mmie_family("msr-1") is None  # MMIE writes categories in capitals
     assert mmie_family("xMSRx") is None
     assert from_mmie({"id": "SA_1", "question": "q", "answer": None}, "prediction")["task"] == "SA"
+
+
+def test_dataset_view_keeps_image_paths(small_demo):
+    from judge.data.io import records_to_dataset
+
+    recs = load_annotations(small_demo).records
+    ds = records_to_dataset(recs)
+    assert len(ds) == len(recs) and ds[0]["id"] == recs[0].id
+    assert ds[0]["images"] == recs[0].images and all(isinstance(p, str) for p in ds[0]["images"])
+    assert json.loads(ds[0]["scores"]) == recs[0].scores
+    seg = ds[0]["response"][0]
+    assert seg["type"] in ("text", "image")
