@@ -41,6 +41,8 @@ def data_main(argv: list[str] | None = None) -> int:
                    "(default: the config's model.path)")
     b.add_argument("--no-tokens", action="store_true", help="skip token counting (and the token budget check)")
     b.add_argument("--out", help="output folder (default: data.output_dir or <output_dir>/data)")
+    b.add_argument("--skip-invalid", action="store_true",
+                   help="skip invalid records (counted and listed in stats.json) instead of stopping")
 
     r = sub.add_parser("rubric", help="rubric tools")
     rsub = r.add_subparsers(dest="rubric_cmd", required=True)
@@ -104,7 +106,8 @@ def _build(args) -> int:
     from .data.config import load_data_sections
     from .models.loading import load_processor
 
-    sections = load_data_sections(args.config, args.overrides)
+    overrides = args.overrides + (["data.skip_invalid=true"] if args.skip_invalid else [])
+    sections = load_data_sections(args.config, overrides)
     processor = None
     if not args.no_tokens:
         source = args.processor or (sections.other.get("model") or {}).get("path")

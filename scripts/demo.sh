@@ -7,10 +7,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+# The console script, or the module if pip put scripts somewhere off PATH (e.g. ~/.local/bin).
+if command -v judge-data >/dev/null; then judge_data=(judge-data); else judge_data=(python3 -m judge.cli); fi
 
 echo "== judge-data validate"
-judge-data validate annotations/demo/annotations.jsonl --rubric mmie
+"${judge_data[@]}" validate annotations/demo/annotations.jsonl --rubric mmie
 
 echo
 echo "== judge-data build"
-judge-data build --config rubric6.yaml
+"${judge_data[@]}" build --config rubric6.yaml

@@ -28,3 +28,23 @@ def test_console_entry_point_runs():
                           text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("Rubric mmie")
+
+
+def test_build_stops_on_a_bad_record_or_skips_it_when_asked(tmp_path, small_demo, capsys):
+    lines = small_demo.read_text().splitlines()
+    bad = json.loads(lines[4])
+    bad["scores"]["ann1"]["overall"] = 9
+    lines[4] = json.dumps(bad)
+    broken = small_demo.parent / "broken.jsonl"
+    broken.write_text("\n".join(lines) + "\n")
+    args = ["build", "--config", "rubric6.yaml", "--set", f"data.annotations=[{broken}]", "--no-tokens",
+            "--out", str(tmp_path / "sft")]
+    assert data_main(args) == 2
+    err = capsys.readouterr().err
+    assert f"{broken}:5" in err and "scores.ann1.overall" in err and "--skip-invalid" in err
+    assert not (tmp_path / "sft").exists()  # nothing half-written
+    assert data_main(args + ["--skip-invalid"]) == 0
+    stats = json.loads((tmp_path / "sft" / "stats.json").read_text())
+    assert [s["line"] for s in stats["skipped_records"]] == [5]
+    manifest = json.loads((tmp_path / "sft" / "manifest.json").read_text())
+    assert sum(manifest["records"].values()) == len(lines) - 1

@@ -12,9 +12,14 @@ import random
 from collections import defaultdict
 from collections.abc import Sequence
 
+from .errors import JudgeError
 from .schema import AnnotationRecord
 
 SPLITS = ("train", "validation", "test")
+
+
+class SplitError(JudgeError, ValueError):
+    """Records that cannot be split as asked."""
 
 
 def _counts(n: int, fractions: Sequence[float]) -> list[int]:
@@ -42,11 +47,11 @@ def split_questions(
 ) -> dict[str, str]:
     """Map each question id to ``train``, ``validation`` or ``test``."""
     if len(fractions) != len(SPLITS) or any(f < 0 for f in fractions) or sum(fractions) <= 0:
-        raise ValueError(f"fractions must be three non-negative numbers for {SPLITS}, got {list(fractions)}")
+        raise SplitError(f"fractions must be three non-negative numbers for {SPLITS}, got {list(fractions)}")
     family_of: dict[str, str] = {}
     for r in records:
         if family_of.setdefault(r.question_id, r.task) != r.task:
-            raise ValueError(
+            raise SplitError(
                 f"question {r.question_id!r} has responses under two task families "
                 f"({family_of[r.question_id]}, {r.task}; record {r.id!r}); a question belongs to one family"
             )
