@@ -51,32 +51,11 @@ def default_set(tmp_path_factory) -> tuple[Path, list[dict]]:
 
 
 def test_constants():
-    assert CRITERIA == {
-        "SA": [
-            "text_quality",
-            "image_quality",
-            "text_image_coherence",
-            "context_consistency",
-            "innovation",
-            "stylistic_consistency",
-        ],
-        "PBL": [
-            "text_quality",
-            "image_quality",
-            "text_image_coherence",
-            "method_quality",
-            "creativity_engagement",
-            "stylistic_consistency",
-        ],
-        "MSR": [
-            "question_text_understanding",
-            "question_image_understanding",
-            "reasoning_clarity",
-            "partial_correctness",
-            "final_answer_accuracy",
-            "excellency",
-        ],
-    }
+    from judge.data.rubric import load_rubric
+
+    # The demo scores exactly the rubric's criteria, in rubric order (one source of truth: the rubric).
+    rubric = load_rubric("mmie")
+    assert CRITERIA == {f: [c.id for c in fam.criteria] for f, fam in rubric.families.items()}
     assert len(MODELS) == len(set(MODELS)) >= 2
 
 
