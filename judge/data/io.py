@@ -22,9 +22,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
 
+from .atomic import atomic_write
 from .errors import JudgeError, Location, RecordError
 from .images import DEFAULT_LIMITS, ImageLimits, check_image_file, resolve_image
-from .rubric import OVERALL, Rubric
+from .rubric import Rubric
 from .schema import AnnotationRecord, ImageSegment, PredictionRecord
 
 RecordFormat = Literal["auto", "canonical", "mmie"]
@@ -419,8 +420,6 @@ def records_to_dataset(records: list[AnnotationRecord]):
 
 def write_jsonl(path: str | Path, rows: Iterable[dict | BaseModel]) -> None:
     """Write rows as JSON Lines atomically (a temporary file renamed into place)."""
-    from .atomic import atomic_write
-
     with atomic_write(path) as f:
         for row in rows:
             if isinstance(row, BaseModel):
@@ -428,13 +427,8 @@ def write_jsonl(path: str | Path, rows: Iterable[dict | BaseModel]) -> None:
             f.write(json.dumps(row, ensure_ascii=False) + "\n")
 
 
-def score_keys(rec: AnnotationRecord) -> set[str]:
-    """Every criterion any annotator scored on this record."""
-    return {c for s in rec.scores.values() for c in s}
-
-
 __all__ = [
-    "OVERALL", "InvalidRecordsError", "LoadResult", "ImageInfo", "iter_json_records", "load_annotations",
+    "InvalidRecordsError", "LoadResult", "ImageInfo", "iter_json_records", "load_annotations",
     "load_predictions", "check_against_rubric", "records_to_dataset", "write_jsonl", "from_mmie",
-    "is_mmie_native", "mmie_family", "score_keys",
+    "is_mmie_native", "mmie_family",
 ]

@@ -87,10 +87,6 @@ def content_text(content: list[TextSegment | ImageSegment] | None, image_marker:
     return "".join(s.text if isinstance(s, TextSegment) else image_marker for s in content or [])
 
 
-def _validate_content_field(value: Any) -> Any:
-    return normalize_content(value)
-
-
 DEFAULT_ANNOTATOR = "annotator"
 
 
@@ -117,7 +113,7 @@ class AnnotationRecord(_Strict):
     #: Where the record was read from (set by the loaders; not serialised).
     _source: Location | None = PrivateAttr(default=None)
 
-    _norm_q = field_validator("question", "response", "reference", mode="before")(_validate_content_field)
+    _norm_q = field_validator("question", "response", "reference", mode="before")(normalize_content)
 
     @field_validator("scores", mode="before")
     @classmethod
@@ -181,7 +177,7 @@ class PredictionRecord(_Strict):
     meta: dict[str, Any] = Field(default_factory=dict)
     _source: Location | None = PrivateAttr(default=None)
 
-    _norm = field_validator("question", "response", "reference", mode="before")(_validate_content_field)
+    _norm = field_validator("question", "response", "reference", mode="before")(normalize_content)
 
     @field_validator("response", mode="before")
     @classmethod
