@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import DataSections
+from .errors import JudgeError
 from .io import load_annotations
 from .rubric import load_rubric
 from .sft import build_examples, compute_stats, count_tokens, data_hash, write_sft
@@ -35,8 +36,6 @@ def build_sft_dataset(
     loaded = load_annotations(cfg.annotations, rubric=rubric, root=cfg.image_root, allow_urls=cfg.allow_urls,
                               skip_invalid=cfg.skip_invalid)
     if not loaded.records:
-        from .errors import JudgeError
-
         raise JudgeError(f"no valid annotation records in {', '.join(cfg.annotations)}")
     build = build_examples(loaded.records, rubric, cfg)
     t_build = time.perf_counter() - t0

@@ -137,27 +137,23 @@ def _iter_json_array(path: Path, text: str) -> Iterator[tuple[int, Any]]:
         yield line_at(pos), obj
         return
     pos = _skip_ws(text, pos + 1)
-    if pos < len(text) and text[pos] == "]":
-        end = pos + 1
-    else:
-        while True:
-            if pos >= len(text):
-                fail("the array is never closed with ']'", pos)
-            start = pos
-            obj, pos = decode(start)
-            yield line_at(start), obj
-            pos = _skip_ws(text, pos)
-            if pos < len(text) and text[pos] == ",":
-                pos = _skip_ws(text, pos + 1)
-                if pos < len(text) and text[pos] == "]":
-                    fail("trailing comma before ']'", pos)
-            elif pos < len(text) and text[pos] == "]":
-                end = pos + 1
-                break
-            elif pos >= len(text):
-                fail("the array is never closed with ']'", pos)
-            else:
-                fail("expected ',' or ']' between records", pos)
+    end = pos + 1 if text[pos:pos + 1] == "]" else None  # an empty array
+    while end is None:
+        if pos >= len(text):
+            fail("the array is never closed with ']'", pos)
+        start = pos
+        obj, pos = decode(start)
+        yield line_at(start), obj
+        pos = _skip_ws(text, pos)
+        sep = text[pos:pos + 1]  # "" at the end of the text
+        if sep == "]":
+            end = pos + 1
+        elif sep != ",":
+            fail("expected ',' or ']' between records" if sep else "the array is never closed with ']'", pos)
+        else:
+            pos = _skip_ws(text, pos + 1)
+            if text[pos:pos + 1] == "]":
+                fail("trailing comma before ']'", pos)
     if _skip_ws(text, end) < len(text):
         fail("extra data after the closing ']'", _skip_ws(text, end))
 
@@ -328,10 +324,11 @@ def _validate_one(obj, model, kind, path, line, format):
 
 def _check_duplicate(rec, seen: dict, path, line) -> list[RecordError]:
     # Predictions of several models share the benchmark's item ids, so their key is (model, id).
-    key = (rec.model, rec.id) if isinstance(rec, PredictionRecord) else rec.id
+    per_model = isinstance(rec, PredictionRecord)
+    key = (rec.model, rec.id) if per_model else rec.id
     first = seen.get(key)
     if first is not None:
-        whose = f" for model {rec.model!r}" if isinstance(rec, PredictionRecord) else ""
+        whose = f" for model {rec.model!r}" if per_model else ""
         return [RecordError(
             f"duplicate id {rec.id!r}{whose}; first seen at {first.file}:{first.line}",
             file=path, line=line, field="id", record_id=rec.id,
