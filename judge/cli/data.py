@@ -7,12 +7,8 @@ import json
 import sys
 import time
 
-from .data.errors import JudgeError
-
-
-def _fail(e: Exception) -> int:
-    print(f"error: {e}", file=sys.stderr)
-    return 2
+from ..data.errors import JudgeError
+from ._common import fail as _fail
 
 
 def data_main(argv: list[str] | None = None) -> int:
@@ -68,13 +64,13 @@ def data_main(argv: list[str] | None = None) -> int:
         if args.cmd == "rubric":
             return _rubric_show(args)
         if args.cmd == "demo":
-            from .data.demo import generate_demo
+            from ..data.demo import generate_demo
 
             path = generate_demo(args.out, n_questions=args.n_questions, seed=args.seed)
             print(f"wrote {path}")
             return 0
         if args.cmd == "tiny-model":
-            from .models.tiny import save_tiny_scorer
+            from ..models.tiny import save_tiny_scorer
 
             print(f"wrote {save_tiny_scorer(args.out, seed=args.seed)}")
             return 0
@@ -84,10 +80,10 @@ def data_main(argv: list[str] | None = None) -> int:
 
 
 def _validate(args) -> int:
-    from .data.atomic import write_json
-    from .data.images import DEFAULT_MAX_PIXELS, ImageLimits
-    from .data.rubric import load_rubric
-    from .data.validate import format_report, validate_annotations
+    from ..data.atomic import write_json
+    from ..data.images import DEFAULT_MAX_PIXELS, ImageLimits
+    from ..data.rubric import load_rubric
+    from ..data.validate import format_report, validate_annotations
 
     t0 = time.perf_counter()
     rubric = None if args.rubric.lower() == "none" else load_rubric(args.rubric)
@@ -102,9 +98,9 @@ def _validate(args) -> int:
 
 
 def _build(args) -> int:
-    from .data.build import build_sft_dataset
-    from .data.config import load_data_sections
-    from .models.loading import load_processor
+    from ..data.build import build_sft_dataset
+    from ..data.config import load_data_sections
+    from ..models.loading import load_processor
 
     overrides = args.overrides + (["data.skip_invalid=true"] if args.skip_invalid else [])
     sections = load_data_sections(args.config, overrides)
@@ -120,7 +116,7 @@ def _build(args) -> int:
 
 
 def _rubric_show(args) -> int:
-    from .data.rubric import load_rubric
+    from ..data.rubric import load_rubric
 
     rubric = load_rubric(args.name)
     if args.json:

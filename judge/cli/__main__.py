@@ -1,0 +1,7 @@
+"""``python -m judge.cli`` runs ``judge-data`` (the console scripts may be off PATH)."""
+
+import sys
+
+from .data import data_main
+
+sys.exit(data_main())

@@ -1,0 +1,1 @@
+"""Agreement of scorers with humans: correlation statistics, bootstrap intervals, CLIPScore, reports."""
