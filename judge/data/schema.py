@@ -211,6 +211,10 @@ class ScoreRecord(_Strict):
         default_factory=dict,
         description="What produced the score: judge checkpoint id and rubric hash, or metric name and version.",
     )
+    details: dict[str, Any] | None = Field(
+        default=None,
+        description="How the score came about, e.g. a metric's extracted answer and gold answer, or a rationale.",
+    )
 
     @model_validator(mode="after")
     def _null_needs_reason(self) -> ScoreRecord:
