@@ -262,8 +262,11 @@ def write_sft(build: SFTBuild, out_dir: str | Path, manifest: dict[str, Any]) ->
         write_jsonl(out_dir / f"{split}.jsonl", build.examples[split])
         write_jsonl(out_dir / "splits" / f"{split}.jsonl", build.records[split])
     features = _features()
+    # An empty split still gets its columns (from_list([]) would give a dataset without any).
     dd = datasets.DatasetDict({
-        split: datasets.Dataset.from_list(build.examples[split], features=features) for split in SPLITS
+        split: datasets.Dataset.from_list(build.examples[split], features=features) if build.examples[split]
+        else datasets.Dataset.from_dict({k: [] for k in features}, features=features)
+        for split in SPLITS
     })
     # Written beside, then swapped in, so a crash never leaves a half-written dataset/.
     tmp, final = out_dir / ".dataset.tmp", out_dir / "dataset"

@@ -8,7 +8,9 @@ Weights load from safetensors only, and remote code runs only when asked.
 
 from __future__ import annotations
 
+import json
 import re
+import tempfile
 from pathlib import Path
 
 import torch
@@ -54,6 +56,14 @@ def load_processor(path_or_id: str, trust_remote_code: bool = False):
         from .tiny import build_tiny_processor
 
         return build_tiny_processor()
+    folder = Path(path_or_id)
+    if folder.is_dir() and not (folder / "config.json").is_file():
+        # A processor saved on its own (a judge's processor/): its processor_config names the class.
+        pc = folder / "processor_config.json"
+        cls = json.loads(pc.read_text(encoding="utf-8")).get("processor_class", "") if pc.is_file() else ""
+        if "InternVL" in cls:
+            return InternVLImageTextProcessor.from_pretrained(path_or_id)
+        return AutoProcessor.from_pretrained(path_or_id, trust_remote_code=trust_remote_code)
     config = AutoConfig.from_pretrained(path_or_id, trust_remote_code=trust_remote_code)
     if config.model_type == "internvl":
         return InternVLImageTextProcessor.from_pretrained(path_or_id)
@@ -68,6 +78,7 @@ def load_scorer(
     quantization: str | None = None,
     trust_remote_code: bool = False,
     attn_implementation: str | None = None,
+    device_map: dict | str | None = None,
 ):
     """Return ``(model, processor)`` ready for scoring (eval mode, on ``device``).
 
@@ -79,6 +90,14 @@ def load_scorer(
         raise ConfigError(f"adapter folder {adapter!r} has no adapter_config.json")
     torch_dtype = resolve_dtype(dtype, device)
     m = _TINY.match(path_or_id)
+    if m and quantization is not None:
+        # bitsandbytes quantizes while loading: go through a saved copy of the tiny model.
+        from .tiny import save_tiny_scorer
+
+        with tempfile.TemporaryDirectory(prefix="judge-tiny-") as tmp:
+            save_tiny_scorer(tmp, seed=int(m.group(1) or 0))
+            return load_scorer(tmp, adapter, dtype, device, quantization, trust_remote_code, attn_implementation,
+                               device_map)
     if m:
         from .tiny import build_tiny_scorer
 
@@ -92,6 +111,10 @@ def load_scorer(
             kwargs["attn_implementation"] = attn_implementation
         if quantization is not None:
             kwargs["quantization_config"] = quantization_config(quantization, torch_dtype)
+            if device_map is None and str(device).startswith("cuda"):
+                device_map = {"": device}
+        if device_map is not None:
+            kwargs["device_map"] = device_map
         model = AutoModelForImageTextToText.from_pretrained(path_or_id, **kwargs)
         processor = load_processor(path_or_id, trust_remote_code)
     if adapter is not None:

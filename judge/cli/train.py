@@ -1,0 +1,38 @@
+"""``judge-train``: argument parsing only; the work is :func:`judge.train.train_judge`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..data.errors import JudgeError
+from ._common import fail
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        prog="judge-train",
+        description="Human annotations -> a LoRA-tuned judge, validated against the humans while it trains. "
+        "Several processes: accelerate launch [--num_processes N] -m judge.cli.train --config ...",
+    )
+    p.add_argument("--config", required=True, help="run config, e.g. rubric6.yaml (a bare name is looked up in "
+                   "rubrics/)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config value, e.g. --set train.learning_rate=1e-4 (repeatable)")
+    p.add_argument("--resume", action="store_true", help="continue from the last checkpoint in "
+                   "<output_dir>/checkpoints; ends at the same step count as an uninterrupted run")
+    p.add_argument("--merge", action="store_true", help="also write merged/ (adapter merged into the base, "
+                   "loadable by AutoModelForImageTextToText)")
+    p.add_argument("--data", help="use this prebuilt SFT dataset folder (judge-data build) instead of building one")
+    args = p.parse_args(argv)
+    try:
+        from ..train import train_judge
+
+        train_judge(args.config, args.overrides, resume=args.resume, merge=args.merge, data_dir=args.data)
+    except JudgeError as e:
+        return fail(e)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

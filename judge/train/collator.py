@@ -1,0 +1,78 @@
+"""The training collator: prompt + completion, loss on the completion only, nothing truncated.
+
+TRL's vision collator tokenises with the processor's defaults, ignores the SFT
+builder's per-example ``max_patches`` and truncates long sequences from the right
+(which can cut image tokens). This one encodes prompts with
+:func:`judge.models.scoring.encode_prompts`, the function the scorer uses, so the
+tokens the judge is trained on are the tokens it is scored on; an example longer than
+``max_length`` is an error naming it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from ..data.errors import JudgeError
+from ..models.scoring import encode_prompts, render_prompt
+
+IGNORE_INDEX = -100
+
+
+class LengthError(JudgeError, ValueError):
+    """A training example longer than the configured maximum (images are never truncated)."""
+
+
+class JudgeCollator:
+    """Collate SFT examples (``prompt``, ``completion``, ``images``, ``max_patches``) into a model batch.
+
+    Labels are ``-100`` on the prompt (instructions, rubric, question, response, image
+    tokens) and on padding; only the completion (the score, its rationale, the end of
+    turn) carries loss. Padding is on the right.
+    """
+
+    def __init__(self, processor, max_length: int | None = None):
+        self.processor = processor
+        self.tokenizer = getattr(processor, "tokenizer", processor)
+        self.max_length = max_length
+        pad = self.tokenizer.pad_token_id
+        self.pad_id = pad if pad is not None else 0
+
+    def completion_ids(self, prompt: list[dict], completion: list[dict]) -> list[int]:
+        full = self.processor.apply_chat_template(prompt + completion, tokenize=False)
+        head = render_prompt(self.processor, prompt)
+        if not full.startswith(head):
+            raise JudgeError("the chat template renders the prompt differently with and without the answer; "
+                             "the score position would be ambiguous")
+        return self.tokenizer(full[len(head):], add_special_tokens=False)["input_ids"]
+
+    def encode(self, ex: dict[str, Any]) -> tuple[list[int], list[int], torch.Tensor | None]:
+        (prompt_ids,), pixel_values = encode_prompts(self.processor, [ex["prompt"]], ex.get("images") or [],
+                                                     ex.get("max_patches"), key=ex.get("id"))
+        completion = self.completion_ids(ex["prompt"], ex["completion"])
+        n = len(prompt_ids) + len(completion)
+        if self.max_length is not None and n > self.max_length:
+            raise LengthError(
+                f"example {ex.get('id', '?')} is {n} tokens (images expanded), over the maximum {self.max_length} "
+                "(train.max_length, else data.max_tokens); raise it: image tokens are never truncated")
+        return prompt_ids, completion, pixel_values
+
+    def __call__(self, examples: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
+        encoded = [self.encode(ex) for ex in examples]
+        width = max(len(p) + len(c) for p, c, _ in encoded)
+        input_ids = torch.full((len(encoded), width), self.pad_id, dtype=torch.long)
+        attention_mask = torch.zeros((len(encoded), width), dtype=torch.long)
+        labels = torch.full((len(encoded), width), IGNORE_INDEX, dtype=torch.long)
+        pixels = []
+        for i, (p, c, pv) in enumerate(encoded):
+            seq = torch.tensor(p + c, dtype=torch.long)
+            input_ids[i, : len(seq)] = seq
+            attention_mask[i, : len(seq)] = 1
+            labels[i, len(p): len(seq)] = torch.tensor(c, dtype=torch.long)
+            if pv is not None:
+                pixels.append(pv)
+        batch = {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
+        if pixels:
+            batch["pixel_values"] = torch.cat(pixels)
+        return batch

@@ -1,0 +1,164 @@
+"""The run config of ``judge-train`` (``rubrics/rubric6.yaml``), validated strictly.
+
+One YAML file drives ``judge-data build`` (sections ``rubric`` and ``data``, owned by
+``judge.data.config``) and ``judge-train`` (all sections below). Every section is a
+pydantic model that forbids unknown keys, so a misspelt key fails with its name and
+the keys allowed there. ``--set section.key=value`` overrides any value.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from ..data.config import DataConfig, read_config
+from ..data.errors import ConfigError, format_validation_error
+
+#: Modules of the language model that LoRA adapts by default (Qwen2/Llama-style names).
+LANGUAGE_LINEAR = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ModelConfig(_Strict):
+    path: str = Field("tiny", description="Local folder, hub id, or 'tiny[:seed=N]' (the local tiny InternVL).")
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
+        "auto", description="auto: bfloat16 on a GPU, float32 on the CPU.")
+    attn_implementation: Literal["sdpa", "eager", "flash_attention_2"] | None = None
+    trust_remote_code: bool = False
+
+
+class LoraConfig(_Strict):
+    r: int = Field(16, ge=1)
+    alpha: int = Field(32, ge=1)
+    dropout: float = Field(0.05, ge=0, lt=1)
+    target_modules: list[str] | Literal["language"] = Field(
+        "language", description="'language': the attention and MLP projections of the language model only; "
+        "or a list of module names / a regex understood by PEFT.")
+    train_vision: bool = Field(False, description="Also train the vision tower (fully); frozen by default.")
+    train_projector: bool = Field(False, description="Also train the vision-language projector (fully).")
+
+
+class TrainConfig(_Strict):
+    """The TRL ``SFTConfig`` fields that matter for a judge; the rest keep TRL's defaults."""
+
+    finetune: Literal["lora", "full"] = Field(
+        "lora", description="lora: train LoRA adapters on a frozen base (the default for real checkpoints); "
+        "full: train every language-model weight (for a small randomly initialised base such as 'tiny').")
+    learning_rate: float = Field(2e-4, gt=0)
+    num_train_epochs: float = Field(3.0, gt=0)
+    max_steps: int = Field(-1, description="Stop after this many optimizer steps (overrides epochs); -1: off.")
+    per_device_train_batch_size: int = Field(8, ge=1)
+    per_device_eval_batch_size: int = Field(8, ge=1)
+    gradient_accumulation_steps: int = Field(1, ge=1)
+    lr_scheduler_type: str = "cosine"
+    warmup_steps: float = Field(0.05, ge=0, description="Steps, or a fraction of all steps when below 1.")
+    weight_decay: float = Field(0.0, ge=0)
+    max_grad_norm: float = Field(1.0, gt=0)
+    optim: str = "adamw_torch"
+    gradient_checkpointing: bool = False
+    bf16: bool | None = Field(None, description="None: on when the model dtype is bfloat16.")
+    max_length: int | None = Field(
+        None, ge=16, description="Longest example in tokens (images expanded); a longer one is an error, never "
+        "truncated. None: data.max_tokens.")
+    logging_steps: int = Field(10, ge=1)
+    save_steps: int | None = Field(None, ge=1, description="Checkpoint every N steps; None: at each evaluation.")
+    save_total_limit: int | None = Field(2, ge=1)
+    dataloader_num_workers: int = Field(0, ge=0)
+    seed: int | None = Field(None, description="None: the config's top-level seed.")
+
+
+class EvalConfig(_Strict):
+    strategy: Literal["steps", "epoch", "no"] = "epoch"
+    steps: int | None = Field(None, ge=1, description="Evaluate every N steps (strategy: steps).")
+    metrics: list[Literal["pearson", "spearman", "kendall", "mae", "mse"]] = ["pearson", "spearman", "kendall", "mae"]
+    best_metric: str = Field(
+        "overall_spearman", description="Metric that picks the best checkpoint: '<criterion|overall|all>_<metric>', "
+        "e.g. overall_spearman, all_pearson, overall_mae.")
+    greater_is_better: bool | None = Field(None, description="None: false for mae/mse, true otherwise.")
+    share_prefix: bool = True
+    max_batch_tokens: int = Field(16384, ge=64)
+    at_start: bool = Field(True, description="Also score the validation split before training (the baseline).")
+
+    @field_validator("best_metric")
+    @classmethod
+    def _known_metric(cls, v: str) -> str:
+        if not any(v.endswith("_" + m) for m in ("pearson", "spearman", "kendall", "mae", "mse")):
+            raise ValueError(f"best_metric {v!r} must end in _pearson, _spearman, _kendall, _mae or _mse")
+        return v
+
+    @property
+    def greater(self) -> bool:
+        if self.greater_is_better is not None:
+            return self.greater_is_better
+        return not self.best_metric.endswith(("_mae", "_mse"))
+
+
+class LoggingConfig(_Strict):
+    backend: Literal["none", "wandb", "tensorboard"] = "none"
+    project: str = "judge"
+    run_name: str | None = None
+
+
+class RunConfig(_Strict):
+    """A whole run config; see ``rubrics/rubric6.yaml`` for a commented example."""
+
+    rubric: str = "mmie"
+    data: DataConfig
+    model: ModelConfig = ModelConfig()
+    lora: LoraConfig = LoraConfig()
+    quantization: Literal["none", "4bit", "8bit"] = "none"
+    train: TrainConfig = TrainConfig()
+    eval: EvalConfig = EvalConfig()
+    logging: LoggingConfig = LoggingConfig()
+    output_dir: str = "runs/demo"
+    seed: int = 0
+
+    @field_validator("logging", mode="before")
+    @classmethod
+    def _logging_shorthand(cls, v: Any) -> Any:
+        return {"backend": v} if isinstance(v, str) else v
+
+    @field_validator("quantization", mode="before")
+    @classmethod
+    def _quant_none(cls, v: Any) -> Any:
+        return "none" if v in (None, False) else v
+
+    @model_validator(mode="after")
+    def _consistent(self) -> RunConfig:
+        if self.quantization != "none" and self.train.finetune == "full":
+            raise ValueError("quantization needs train.finetune: lora (a quantized base cannot be trained fully)")
+        if self.eval.strategy == "steps" and self.eval.steps is None:
+            raise ValueError("eval.strategy 'steps' needs eval.steps")
+        return self
+
+    @property
+    def out(self) -> Path:
+        return Path(self.output_dir)
+
+    @property
+    def data_dir(self) -> Path:
+        return Path(self.data.output_dir or self.out / "data")
+
+    @property
+    def max_length(self) -> int | None:
+        return self.train.max_length or self.data.max_tokens
+
+    @property
+    def train_seed(self) -> int:
+        return self.seed if self.train.seed is None else self.train.seed
+
+
+def load_run_config(path: str | Path, overrides: list[str] | None = None) -> tuple[Path, RunConfig]:
+    """Read, override and validate a run config; errors name the key, the value and what is allowed."""
+    path, raw = read_config(path, overrides)
+    if "data" not in raw:
+        raise ConfigError(f"{path}: the config has no 'data' section")
+    try:
+        return path, RunConfig.model_validate(raw)
+    except ValidationError as e:
+        raise ConfigError(f"{path}: invalid config:\n{format_validation_error(e, RunConfig)}") from None

@@ -1,0 +1,72 @@
+"""judge-train's run config: strict keys, overrides, and failures before any model is loaded."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from judge.cli.train import main as train_main
+from judge.data.errors import ConfigError
+from judge.train.config import load_run_config
+
+
+def test_shipped_config_is_valid():
+    path, cfg = load_run_config("rubric6.yaml")
+    assert path.name == "rubric6.yaml"
+    assert cfg.model.path == "tiny" and cfg.rubric == "mmie"
+    assert cfg.eval.best_metric == "overall_spearman" and cfg.eval.greater
+
+
+def test_override_and_unknown_key_errors():
+    _, cfg = load_run_config("rubric6.yaml", ["train.learning_rate=1e-4", "lora.r=4"])
+    assert cfg.train.learning_rate == 1e-4 and cfg.lora.r == 4
+    with pytest.raises(ConfigError, match=r"train\.learnig_rate: unknown key; allowed here: .*learning_rate"):
+        load_run_config("rubric6.yaml", ["train.learnig_rate=1e-4"])
+    with pytest.raises(ConfigError, match=r"quantization.*got '3bit'"):
+        load_run_config("rubric6.yaml", ["quantization=3bit"])
+    with pytest.raises(ConfigError, match=r"best_metric.*must end in"):
+        load_run_config("rubric6.yaml", ["eval.best_metric=overall_accuracy"])
+    with pytest.raises(ConfigError, match="quantization needs train.finetune: lora"):
+        load_run_config("rubric6.yaml", ["quantization=4bit", "train.finetune=full"])
+    with pytest.raises(ConfigError, match="unknown section"):
+        load_run_config("rubric6.yaml", ["trian.x=1"])
+
+
+def _cli(capsys, *args) -> tuple[int, str]:
+    code = train_main(["--config", "rubric6.yaml", *args])
+    return code, capsys.readouterr().err
+
+
+def test_missing_model_folder_fails_first(tmp_path, capsys):
+    code, err = _cli(capsys, "--set", f"model.path={tmp_path / 'nope'}", "--set", f"output_dir={tmp_path}")
+    assert code == 2 and "does not exist" in err
+    assert not (tmp_path / "data").exists()  # nothing was built
+
+
+def test_prebuilt_data_with_another_rubric_hash_is_refused(tmp_path, capsys, small_demo):
+    from judge.cli.data import data_main
+
+    out = tmp_path / "data"
+    assert data_main(["build", "--config", "rubric6.yaml", "--set", f"data.annotations=[{small_demo}]",
+                      "--no-tokens", "--out", str(out)]) == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    manifest["rubric"]["hash"] = "0" * 64
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    code, err = _cli(capsys, "--data", str(out), "--set", f"output_dir={tmp_path}")
+    assert code == 2 and "rubric" in err and "hash 000000000000" in err and "rebuild" in err
+
+
+def test_empty_validation_split_fails_before_the_model(tmp_path, capsys, small_demo):
+    code, err = _cli(capsys, "--set", f"data.annotations=[{small_demo}]", "--set", "data.split.validation=0",
+                     "--set", f"output_dir={tmp_path}")
+    assert code == 2 and "validation split" in err and "empty" in err
+    assert not (tmp_path / "checkpoints").exists()
+
+
+def test_resume_without_checkpoint_is_an_error(tmp_path, capsys, small_demo):
+    shutil.rmtree(tmp_path / "checkpoints", ignore_errors=True)
+    code, err = _cli(capsys, "--resume", "--set", f"data.annotations=[{small_demo}]",
+                     "--set", f"output_dir={tmp_path}")
+    assert code == 2 and "no checkpoint" in err
