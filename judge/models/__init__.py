@@ -1,11 +1,24 @@
-"""Scorer models: loading (base, adapter, merged), the torchvision-free processor, the tiny model, score tokens."""
+"""Scorer models: loading (base, adapter, merged), the torchvision-free processor, the tiny model, score tokens.
 
-from .loading import load_processor, load_scorer
-from .processor import InternVLImageTextProcessor
-from .score_tokens import ScoreTokenError, score_token_ids
-from .tiny import TinySpec, build_tiny_scorer, save_tiny_scorer
+Names are imported lazily: importing transformers' InternVL classes takes seconds, and a
+submodule such as ``judge.models.tiny_clip`` should not pay for them.
+"""
 
-__all__ = [
-    "InternVLImageTextProcessor", "ScoreTokenError", "TinySpec", "build_tiny_scorer", "load_processor",
-    "load_scorer", "save_tiny_scorer", "score_token_ids",
-]
+from importlib import import_module
+
+_EXPORTS = {
+    "load_processor": "loading", "load_scorer": "loading",
+    "InternVLImageTextProcessor": "processor",
+    "ScoreTokenError": "score_tokens", "score_token_ids": "score_tokens",
+    "TinySpec": "tiny", "build_tiny_scorer": "tiny", "save_tiny_scorer": "tiny",
+    "ExpectedScorer": "scoring", "ScoreRequest": "scoring", "CriterionScore": "scoring",
+    "load_judge": "card", "read_card": "card",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        return getattr(import_module(f".{_EXPORTS[name]}", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

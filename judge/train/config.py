@@ -84,6 +84,11 @@ class EvalConfig(_Strict):
     max_batch_tokens: int = Field(16384, ge=64)
     at_start: bool = Field(True, description="Also score the validation split before training (the baseline).")
 
+    @field_validator("strategy", mode="before")
+    @classmethod
+    def _yaml_no(cls, v: Any) -> Any:
+        return "no" if v is False else v  # YAML 1.1 reads a bare `no` as false
+
     @field_validator("best_metric")
     @classmethod
     def _known_metric(cls, v: str) -> str:

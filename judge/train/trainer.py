@@ -49,22 +49,27 @@ class TrainResult:
     best_checkpoint: str | None
 
 
-def _is_main() -> bool:
+def _state():
+    """accelerate's process state. On a machine without a GPU it must be created with ``cpu=True`` (first),
+    or processes started by ``accelerate launch --multi_gpu`` / torchrun would each think they are alone."""
+    import torch
     from accelerate import PartialState
 
-    return PartialState().is_main_process
+    return PartialState(cpu=not torch.cuda.is_available())
+
+
+def _is_main() -> bool:
+    return _state().is_main_process
 
 
 # ----------------------------------------------------------------------------- data
 def prepare_data(cfg: RunConfig, config_path: Path, data_dir: str | Path | None, log: Callable[[str], None]) -> Path:
     """Build the SFT dataset (main process; the others wait), or check a prebuilt one; return its folder."""
-    from accelerate import PartialState
-
     from ..data.build import build_sft_dataset
     from ..models.loading import load_processor
 
     rubric = load_rubric(cfg.rubric)
-    state = PartialState()
+    state = _state()
     if data_dir is None:
         out = cfg.data_dir
         if state.is_main_process:
@@ -258,6 +263,7 @@ def train_judge(
     """Run ``judge-train``; returns where the judge went and the validation metrics before and after."""
     t0 = time.perf_counter()
     config_path, cfg = load_run_config(config, overrides)
+    _state()
     from ..models.loading import check_model_source
 
     check_model_source(cfg.model.path)
@@ -299,6 +305,11 @@ def train_judge(
     )
     trainer.remove_callback(ProgressCallback)
     trainer.add_callback(CompactProgress())
+    if _is_main():
+        st = _state()
+        n_train = sum(p.numel() for p in model.parameters() if p.requires_grad)
+        log(f"training {cfg.train.finetune} ({n_train:,} trainable parameters) on {st.device}, world size "
+            f"{st.num_processes}, {len(dd['train'])} examples")
     t_train = time.perf_counter()
     trainer.train(resume_from_checkpoint=str(_last_checkpoint(checkpoints)) if resume else None)
     train_seconds = time.perf_counter() - t_train
