@@ -141,7 +141,7 @@ class ExpectedScorer:
     ) -> Iterator[list[tuple[ScoreRequest, list[CriterionScore]]]]:
         """:meth:`score` for requests already encoded (the engine checks lengths in between)."""
         was_training = self.model.training
-        self.model.eval()
+        _eval_mode(self.model)
         try:
             for batch in _pack(encoded, share_prefix, max_batch_tokens, max_batch_size):
                 scores = self._shared(batch) if share_prefix else self._unshared(batch)
@@ -224,7 +224,7 @@ class ExpectedScorer:
         enc = self.encode(request)
         results = []
         was_training = self.model.training
-        self.model.eval()
+        _eval_mode(self.model)
         try:
             for ids in enc.input_ids:
                 input_ids = torch.tensor([ids], device=self.device)
@@ -338,6 +338,20 @@ def _batch_cost(batch: Sequence[Encoded], share_prefix: bool) -> int:
     prefix = max(e.prefix_len for e in batch)
     suffix = max(len(x) - e.prefix_len for e in batch for x in e.input_ids)
     return len(batch) * prefix + n_seqs * (suffix + 1)
+
+
+def _eval_mode(model) -> None:
+    """``model.eval()``, except for bitsandbytes 4-bit layers on the CPU.
+
+    In eval mode, bitsandbytes (0.50) repacks a CPU 4-bit weight for inference and never
+    unpacks it, after which training the same model fails; those layers have no dropout,
+    so leaving them in training mode changes no score.
+    """
+    model.eval()
+    for m in model.modules():
+        if type(m).__module__.startswith("bitsandbytes") and getattr(m, "weight", None) is not None \
+                and m.weight.device.type == "cpu":
+            m.training = True
 
 
 def _float_dtype(model) -> torch.dtype:

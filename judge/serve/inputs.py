@@ -1,0 +1,196 @@
+"""The inputs of ``judge-score``: prediction files of any supported format, and annotation files.
+
+* canonical prediction JSONL, MMIE, MileBench and MMRA files are read by
+  :func:`judge.data.benchmarks.load_benchmark_predictions` (``format="auto"`` detects each file);
+* an annotation file (its records carry human ``scores``; ``format="annotations"``, or detected
+  from the first record) is read by :func:`judge.data.io.load_annotations` and each record
+  becomes a prediction with ``benchmark`` = the rubric's name, so a test split can be scored
+  and compared with its humans (``judge-report``).
+
+Every bad record of every file is collected first; then they stop the run (an
+:class:`~judge.data.io.InvalidRecordsError` naming file, line and field) or, with
+``skip_invalid``, are skipped and listed in the summary. Images are resolved here but opened
+only when scored, where a bad one makes its item unscorable instead of stopping the run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..data.errors import ConfigError, JudgeError, Location, RecordError
+from ..data.io import InvalidRecordsError, iter_json_records, load_annotations
+from ..data.schema import AnnotationRecord, PredictionRecord
+
+INPUT_FORMATS = ("auto", "canonical", "mmie", "milebench", "mmra", "annotations")
+
+
+@dataclass
+class InputFile:
+    path: str
+    format: str
+    sha256: str
+    n_records: int = 0
+
+
+@dataclass
+class Inputs:
+    """Valid records in a stable order (files as given, records in file order), and what was skipped."""
+
+    records: list[PredictionRecord] = field(default_factory=list)
+    errors: list[RecordError] = field(default_factory=list)
+    files: list[InputFile] = field(default_factory=list)
+    dataset_file: dict[str, str] | None = None
+
+    def describe(self) -> list[dict[str, Any]]:
+        return [vars(f) for f in self.files]
+
+
+def file_sha256(path: str | Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def looks_like_annotations(path: str | Path) -> bool:
+    """True when the file's first record carries human ``scores`` and no ``benchmark``."""
+    path = Path(path)
+    if path.suffix.lower() not in (".json", ".jsonl"):
+        return False
+    try:
+        for _, obj in iter_json_records(path):
+            if isinstance(obj, dict):
+                return "scores" in obj and "benchmark" not in obj
+            if not isinstance(obj, RecordError):
+                return False
+    except JudgeError:
+        return False
+    return False
+
+
+def split_image_root(path: str | Path) -> str | None:
+    """The image root of a ``judge-data build`` split file (``<out>/splits/<split>.jsonl``), or None.
+
+    Split records keep the absolute image paths their annotation files resolved to, which lie
+    outside the split's folder; the build's ``manifest.json`` names where they were resolved
+    (``data_config.image_root``, else the annotation files' folder), so that folder is the root
+    they must stay inside. Its paths are relative to where the build ran (normally the
+    repository root); when they do not resolve from here, there is no root (pass ``--root``).
+    """
+    path = Path(path)
+    manifest = path.parent.parent / "manifest.json"
+    if path.parent.name != "splits" or not manifest.is_file():
+        return None
+    try:
+        m = json.loads(manifest.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return None
+    image_root = (m.get("data_config") or {}).get("image_root")
+    if image_root:
+        return str(Path(image_root).resolve()) if Path(image_root).is_dir() else None
+    folders = {str(Path(f).resolve().parent) for f in m.get("annotation_files") or [] if Path(f).is_file()}
+    if not folders:
+        return None
+    return os.path.commonpath(sorted(folders))
+
+
+def annotation_as_prediction(rec: AnnotationRecord, benchmark: str) -> PredictionRecord:
+    """An annotation record as a prediction of ``benchmark`` (its human scores are not needed here)."""
+
+    def dump(content):
+        return None if content is None else [s.model_dump() for s in content]
+
+    pred = PredictionRecord(
+        id=rec.id,
+        benchmark=benchmark,
+        task=rec.task,
+        model=rec.model,
+        question=dump(rec.question),
+        response=dump(rec.response),
+        reference=dump(rec.reference),
+        meta={**rec.meta, "question_id": rec.question_id, "source": "annotations"},
+    )
+    pred._source = rec._source
+    return pred
+
+
+def load_inputs(
+    paths: list[str | Path],
+    *,
+    format: str = "auto",
+    dataset_file: str | Path | None = None,
+    skip_invalid: bool = False,
+    annotation_benchmark: str = "mmie",
+    root: str | Path | None = None,
+) -> Inputs:
+    """Read every input file; raise on any bad record unless ``skip_invalid`` (see the module doc)."""
+    if format not in INPUT_FORMATS:
+        raise ConfigError(f"unknown input format {format!r}; use one of {', '.join(INPUT_FORMATS)}")
+    if not paths:
+        raise JudgeError("no input files given")
+    out = Inputs()
+    # Keep the order of the files as given, whichever reader takes each one.
+    per_file: list[tuple[Path, str]] = []
+    for p in paths:
+        p = Path(p)
+        if not p.is_file():
+            raise JudgeError(f"{p}: file not found")
+        if format == "annotations" or (format in ("auto", "canonical", "mmie") and looks_like_annotations(p)):
+            per_file.append((p, "annotations"))
+        else:
+            per_file.append((p, format))
+    for p, fmt in per_file:
+        if fmt == "annotations":
+            res = load_annotations(p, check_images=False, collect=True, root=root or split_image_root(p))
+            recs = [annotation_as_prediction(r, annotation_benchmark) for r in res.records]
+            detected = "annotations"
+        else:
+            from ..data.benchmarks import detect_format, load_benchmark_predictions
+
+            detected = detect_format(p) if fmt == "auto" else fmt
+            res = load_benchmark_predictions(
+                [p], format=fmt, dataset_file=dataset_file, skip_invalid=True, root=root
+            )
+            recs = res.records
+        out.errors += res.errors
+        out.records += recs
+        out.files.append(InputFile(str(p), detected, file_sha256(p), len(recs)))
+    if dataset_file is not None and Path(dataset_file).is_file():
+        out.dataset_file = {"path": str(dataset_file), "sha256": file_sha256(dataset_file)}
+    out.records = _drop_cross_file_duplicates(out.records, out.errors)
+    if out.errors and not skip_invalid:
+        raise InvalidRecordsError(out.errors, "input records")
+    return out
+
+
+def _drop_cross_file_duplicates(
+    records: list[PredictionRecord], errors: list[RecordError]
+) -> list[PredictionRecord]:
+    """(benchmark, model, id) must be unique over all inputs: it is the key of every score written."""
+    seen: dict[tuple[str, str, str], Location | None] = {}
+    kept = []
+    for rec in records:
+        key = (rec.benchmark.lower(), rec.model, rec.id)
+        loc = rec._source
+        if key in seen:
+            first = seen[key]
+            where = f"; first seen at {first.file}:{first.line}" if first and first.file else ""
+            errors.append(
+                RecordError(
+                    f"duplicate id {rec.id!r} for model {rec.model!r} in benchmark {rec.benchmark!r}{where}",
+                    file=loc.file if loc else None,
+                    line=loc.line if loc else None,
+                    field="id",
+                    record_id=rec.id,
+                )
+            )
+            continue
+        seen[key] = loc
+        kept.append(rec)
+    return kept

@@ -1,0 +1,160 @@
+"""Time the judge with and without shared-prefix scoring, side by side in one run.
+
+Scores the demo set (``annotations/demo/annotations.jsonl``) with the tiny judge (or ``--judge``)
+through :class:`judge.serve.engine.JudgeEngine`, alternately with and without prefix sharing,
+``--repeats`` times each (median reported), and prints responses/s and criterion scores/s.
+The model loads once; each timed run encodes and scores (what ``judge-score`` does per item,
+minus writing). The JSON result goes to ``benchmarks/results/`` with the machine's facts
+(CPU count, threads, load average before and after: other jobs on a shared machine skew timings).
+
+    python scripts/bench_prefix.py                    # tiny judge, first 60 demo responses, 3 runs each
+    python scripts/bench_prefix.py --limit 0          # the whole demo set (300 responses)
+    python scripts/bench_prefix.py --threads 1        # steadier on a CPU shared with other jobs
+    python scripts/bench_prefix.py --device cuda --dtype bfloat16
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--input", default=str(REPO / "annotations/demo/annotations.jsonl"))
+    p.add_argument("--judge", default="tiny")
+    p.add_argument("--rubric", default="mmie")
+    p.add_argument("--limit", type=int, default=60, help="responses to score (0: all; default 60)")
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--device", default="auto")
+    p.add_argument("--dtype", default="auto")
+    p.add_argument("--batch-size", type=int, default=16, help="responses per forward pass (default 16)")
+    p.add_argument("--batch-tokens", type=int, default=16384)
+    p.add_argument(
+        "--threads",
+        type=int,
+        help="torch intra-op threads (default: torch's own choice). On a machine "
+        "shared with other jobs, 1 avoids threads stalling each other and gives steadier timings",
+    )
+    p.add_argument("--out", default=str(REPO / "benchmarks/results"))
+    args = p.parse_args(argv)
+
+    import torch
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+
+    from judge.models.card import git_commit, library_versions
+    from judge.serve.engine import JudgeEngine, load_judge_model, resolve_device, resolve_judge
+    from judge.serve.inputs import load_inputs
+
+    spec = resolve_judge(args.judge, args.rubric)
+    device = resolve_device(args.device)
+    model, processor = load_judge_model(spec, device=device, dtype=args.dtype)
+    records = load_inputs([args.input]).records
+    if args.limit:
+        records = records[: args.limit]
+    n_criteria = sum(len(spec.rubric.family(r.task).criterion_ids) for r in records)
+    load_before = os.getloadavg()
+
+    def run(share: bool) -> float:
+        engine = JudgeEngine(
+            model,
+            processor,
+            spec,
+            share_prefix=share,
+            batch_size=args.batch_size,
+            batch_tokens=args.batch_tokens,
+        )
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        n = sum(len(b.records) for b in engine.iter_batches(records))
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+        assert n == n_criteria, (n, n_criteria)
+        return time.perf_counter() - t0
+
+    run(True)  # warm-up: first-call allocations and lazy imports are not what we measure
+    times: dict[str, list[float]] = {"shared": [], "unshared": []}
+    for i in range(args.repeats):
+        # Alternate the order so a drift in machine load does not favour one side.
+        for mode in ("shared", "unshared") if i % 2 == 0 else ("unshared", "shared"):
+            times[mode].append(run(mode == "shared"))
+            print(f"run {i + 1} {mode:8s} {times[mode][-1]:7.2f} s", file=sys.stderr, flush=True)
+    load_after = os.getloadavg()
+
+    rows = {}
+    for mode, ts in times.items():
+        med = statistics.median(ts)
+        rows[mode] = {
+            "seconds_median": med,
+            "seconds": ts,
+            "responses_per_s": len(records) / med,
+            "criterion_scores_per_s": n_criteria / med,
+        }
+    speedup = rows["unshared"]["seconds_median"] / rows["shared"]["seconds_median"]
+    print(
+        f"\n{len(records)} responses, {n_criteria} criterion scores; judge {spec.source} on {device} "
+        f"({next(model.parameters()).dtype}); median of {args.repeats}\n"
+    )
+    print(f"| {'prefix':9s} | {'seconds':>8s} | {'responses/s':>11s} | {'criterion scores/s':>18s} |")
+    print(f"|{'-' * 11}|{'-' * 10}|{'-' * 13}|{'-' * 20}|")
+    for mode, r in rows.items():
+        print(
+            f"| {mode:9s} | {r['seconds_median']:8.2f} | {r['responses_per_s']:11.2f} | "
+            f"{r['criterion_scores_per_s']:18.2f} |"
+        )
+    print(
+        f"\nshared prefix: {speedup:.2f}x faster; load average {load_before[0]:.2f} before, "
+        f"{load_after[0]:.2f} after "
+        f"on {os.cpu_count()} CPUs"
+    )
+
+    result = {
+        "benchmark": "shared-prefix scoring",
+        "judge": spec.source,
+        "rubric": spec.rubric.name,
+        "input": str(args.input),
+        "responses": len(records),
+        "criterion_scores": n_criteria,
+        "device": device,
+        "dtype": str(next(model.parameters()).dtype),
+        "batch_size": args.batch_size,
+        "batch_tokens": args.batch_tokens,
+        "repeats": args.repeats,
+        "results": rows,
+        "speedup": speedup,
+        "machine": {
+            "cpus": os.cpu_count(),
+            "torch_threads": torch.get_num_threads(),
+            "platform": platform.platform(),
+            "load_average_before": load_before,
+            "load_average_after": load_after,
+            "gpu": torch.cuda.get_device_name(0) if device.startswith("cuda") else None,
+        },
+        "versions": library_versions(),
+        "git_commit": git_commit(REPO),
+        "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    tag = "gpu" if device.startswith("cuda") else "cpu"
+    path = out / f"bench_prefix_{tag}_{time.strftime('%Y%m%d-%H%M%S')}.json"
+    from judge.data.atomic import write_json
+
+    write_json(path, result)
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
