@@ -1,18 +1,43 @@
 #!/usr/bin/env bash
 # The main job on the shipped demo set, from a fresh checkout (after `pip install -e .`):
 #   1. validate the demo annotations against the MMIE rubric (summary, agreement, every problem);
-#   2. build the judge's SFT dataset from rubrics/rubric6.yaml (split by question, tokenized with the
-#      tiny InternVL processor) into runs/demo/data/.
-# Later stages (train, score, report) are added here as they land.
+#   2. train the demo judge (rubrics/rubric6.yaml): build the SFT data into runs/demo/data/, train the
+#      tiny InternVL model, validate against the annotators while it trains, write runs/demo/judge/;
+#   3. score the held-out test split with the trained judge and with the same model untrained;
+#   4. report both against the simulated annotators, beside CLIPScore from a tiny random CLIP.
+# Everything runs on the CPU in a few minutes; nothing is downloaded.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
-# The console script, or the module if pip put scripts somewhere off PATH (e.g. ~/.local/bin).
-if command -v judge-data >/dev/null; then judge_data=(judge-data); else judge_data=(python3 -m judge.cli); fi
+# The console scripts, or the modules if pip put scripts somewhere off PATH (e.g. ~/.local/bin).
+cmd() {
+  if command -v "judge-$1" >/dev/null; then echo "judge-$1"
+  elif [[ $1 == data ]]; then echo "python3 -m judge.cli"
+  else echo "python3 -m judge.cli.$1"; fi
+}
+judge_data=$(cmd data); judge_train=$(cmd train); judge_score=$(cmd score); judge_report=$(cmd report)
+test_split=runs/demo/data/splits/test.jsonl
 
 echo "== judge-data validate"
-"${judge_data[@]}" validate annotations/demo/annotations.jsonl --rubric mmie
+$judge_data validate annotations/demo/annotations.jsonl --rubric mmie
 
 echo
-echo "== judge-data build"
-"${judge_data[@]}" build --config rubric6.yaml
+echo "== judge-train"
+$judge_train --config rubric6.yaml
+
+echo
+echo "== judge-score: the trained judge on the test split"
+$judge_score "$test_split" --judge runs/demo/judge --out runs/demo/score --overwrite --no-progress
+
+echo
+echo "== judge-score: the same model untrained"
+$judge_score "$test_split" --judge tiny --rubric mmie --out runs/demo/score-untrained --overwrite --no-progress
+
+echo
+echo "== judge-report"
+$judge_report --human "$test_split" \
+  --scores trained=runs/demo/score/scores.jsonl \
+  --scores untrained=runs/demo/score-untrained/scores.jsonl \
+  --clip-model tiny:seed=3 --out runs/demo/report \
+  --title "Demo judge vs simulated annotators (test split)" \
+  --note "A demonstration of the pipeline on synthetic data with randomly initialised small models (a tiny InternVL judge, a tiny random CLIP), not a measure of any real judge."

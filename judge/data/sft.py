@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 import shutil
 import statistics
 import time
@@ -307,3 +308,29 @@ def _features():
         "max_patches": datasets.Value("int32"),
         "num_tokens": datasets.Value("int32"),
     })
+
+
+def split_image_root(path: str | Path) -> str | None:
+    """The image root of a ``judge-data build`` split file (``<out>/splits/<split>.jsonl``), or None.
+
+    Split records keep the absolute image paths their annotation files resolved to, which lie
+    outside the split's folder; the build's ``manifest.json`` names where they were resolved
+    (``data_config.image_root``, else the annotation files' folder), so that folder is the root
+    they must stay inside. Its paths are relative to where the build ran (normally the
+    repository root); when they do not resolve from here, there is no root (pass ``--root``).
+    """
+    path = Path(path)
+    manifest = path.parent.parent / "manifest.json"
+    if path.parent.name != "splits" or not manifest.is_file():
+        return None
+    try:
+        m = json.loads(manifest.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return None
+    image_root = (m.get("data_config") or {}).get("image_root")
+    if image_root:
+        return str(Path(image_root).resolve()) if Path(image_root).is_dir() else None
+    folders = {str(Path(f).resolve().parent) for f in m.get("annotation_files") or [] if Path(f).is_file()}
+    if not folders:
+        return None
+    return os.path.commonpath(sorted(folders))

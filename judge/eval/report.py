@@ -27,7 +27,6 @@ import html
 import itertools
 import json
 import math
-import os
 import re
 import time
 from collections import Counter
@@ -39,6 +38,7 @@ from pathlib import Path
 from ..data.atomic import atomic_write, write_json
 from ..data.errors import JudgeError
 from ..data.rubric import OVERALL, Rubric, load_rubric
+from ..data.sft import split_image_root
 from .bootstrap import STATS, ClusterBootstrap, bootstrap_correlations, paired_bootstrap, seeded_rng
 from .ceiling import human_ceiling
 from .matching import HumanItem, Scorer, human_items, load_score_file, match_scorer, split_by_metric
@@ -196,28 +196,6 @@ def run_report(
     data["elapsed_s"] = round(time.perf_counter() - t0, 2)
     write_json(written["json"], json_safe(data))  # again, with the final time
     return ReportResult(data, written)
-
-
-def split_image_root(path: str | Path) -> str | None:
-    """The image root of a ``judge-data build`` split file (``<out>/splits/<split>.jsonl``), or None.
-
-    Split records keep the absolute image paths their annotation files resolved to, outside the
-    split's folder; the build's ``manifest.json`` names where they were resolved. (The same rule
-    as ``judge.serve.inputs.split_image_root``; eval may not import serve.)
-    """
-    path = Path(path)
-    manifest = path.parent.parent / "manifest.json"
-    if path.parent.name != "splits" or not manifest.is_file():
-        return None
-    try:
-        m = json.loads(manifest.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
-        return None
-    image_root = (m.get("data_config") or {}).get("image_root")
-    if image_root:
-        return str(Path(image_root).resolve()) if Path(image_root).is_dir() else None
-    folders = {str(Path(f).resolve().parent) for f in m.get("annotation_files") or [] if Path(f).is_file()}
-    return os.path.commonpath(sorted(folders)) if folders else None
 
 
 def load_human(paths: Sequence[str | Path], rubric: Rubric, *, root: str | Path | None = None,
