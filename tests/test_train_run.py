@@ -79,6 +79,19 @@ def test_adapter_and_merged_reload_to_the_same_scores(lora_run, rubric):
     assert [r.pred for r in rows["merged"]] == pytest.approx(a, abs=1e-4)
 
 
+def test_full_finetune_keeps_the_best_checkpoint(small_demo, tmp_path):
+    result = train_judge("rubric6.yaml", _overrides(small_demo, tmp_path, "train.finetune=full", "train.max_steps=6",
+                                                    "train.learning_rate=2e-3", "eval.strategy=steps",
+                                                    "eval.steps=2", "eval.best_metric=all_mae"))
+    card = json.loads((tmp_path / "judge" / "judge_card.json").read_text())
+    evals = {e["step"]: e for e in card["training"]["evaluations"] if e["step"] in (2, 4, 6)}
+    best_step = min(evals, key=lambda s: evals[s]["all_mae"])
+    assert card["training"]["best_checkpoint"].endswith(f"checkpoint-{best_step}")
+    # The judge written is the best checkpoint's weights, not the last step's.
+    assert result.final["all_mae"] == pytest.approx(evals[best_step]["all_mae"], abs=1e-6)
+    assert result.final["all_spearman"] == pytest.approx(evals[best_step]["all_spearman"], abs=1e-6)
+
+
 def _train_cmd(small_demo, out, *extra) -> list[str]:
     cmd = [sys.executable, "-m", "judge.cli.train", "--config", "rubric6.yaml"]
     for o in _overrides(small_demo, out, *extra):
@@ -91,7 +104,9 @@ def _env() -> dict[str, str]:
 
 
 def test_resume_after_a_kill_ends_like_an_uninterrupted_run(small_demo, tmp_path):
-    extra = ("train.finetune=lora", "train.max_steps=8", "train.save_steps=2", "eval.strategy=no",
+    # Full fine-tuning, as the demo recipe does (LoRA checkpoints reload through PEFT; full ones through
+    # judge's own loader, which this exercises).
+    extra = ("train.finetune=full", "train.max_steps=8", "train.save_steps=2", "eval.strategy=no",
              "train.learning_rate=1e-3")
     ref = train_judge("rubric6.yaml", _overrides(small_demo, tmp_path / "ref", *extra))
     out = tmp_path / "run"
@@ -118,7 +133,7 @@ def test_resume_after_a_kill_ends_like_an_uninterrupted_run(small_demo, tmp_path
 def test_two_process_ddp(small_demo, tmp_path):
     """accelerate launch with two CPU processes (gloo): the loss falls, the judge is written once."""
     out = tmp_path / "ddp"
-    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", "accelerate/ddp_cpu.yaml",
+    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", "configs/accelerate/ddp_cpu.yaml",
            "--main_process_port", "29517", "-m", "judge.cli.train", "--config", "rubric6.yaml"]
     for o in _overrides(small_demo, out, "train.finetune=full", "train.max_steps=12", "train.learning_rate=2e-3",
                         "eval.strategy=no"):

@@ -1292,3 +1292,24 @@ def _readme(
     all_ann = [float(s["overall"]) for r in records for s in r["scores"].values()]
     lines += [f"| all | all | {len(records)} | {_mean_sd(all_true)} | {_mean_sd(all_ann)} |", ""]
     return "\n".join(lines)
+
+
+def demo_vocabulary() -> list[str]:
+    """The words and phrases the demo texts are made of (no scores, no records).
+
+    The tiny model's tokenizer is trained on these beside the judge's prompts, as a real
+    tokenizer knows the words of the language it reads: demo responses then tokenize into
+    words rather than single letters.
+    """
+    fill = {"the": "the red circle", "The": "The red circle", "place": "sunny meadow", "n": "4",
+            "colour": "red", "noun": "circles", "shape": "circle", "target": "a straight row",
+            "direction": "from left to right"}
+    texts = [" ".join(NUM_WORDS), " ".join(COLOURS), " ".join(SHAPES), " ".join(_noun(s, 2) for s in SHAPES),
+             " ".join(SCENES), TABLE_SCENE[0], " ".join(JARRING_SCENES), " ".join(MSR_ITEMS),
+             " ".join(GARBLE_TOKENS), *TONE_BREAKS, *MSR_OPENERS, " ".join(PBL_TARGETS)]
+    for group in (SA_EVENTS, SA_FILLERS, list(PBL_STEPS.values()), PBL_INTROS, PBL_TIPS):
+        texts += [t.format(**fill) for t in group]
+    for c in COLOURS:
+        for s in SHAPES:
+            texts.append(f"Here is {_desc(1, c, s)} and {_desc(3, c, s)} in the picture.")
+    return texts

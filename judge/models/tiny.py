@@ -67,7 +67,10 @@ class TinySpec:
 
 def tokenizer_corpus(rubric: Rubric | None) -> list[str]:
     """The texts the tiny tokenizer is trained on: the judge prompts of every criterion, and everyday words."""
-    texts = [_GENERIC_CORPUS]
+    from ..data.demo import demo_vocabulary
+
+    # The demo words repeated, so their merges compete with the prompt phrases, which repeat a lot.
+    texts = [_GENERIC_CORPUS, *demo_vocabulary() * 30]
     if rubric is not None:
         for fam_id, fam in rubric.families.items():
             for crit in fam.criterion_ids:

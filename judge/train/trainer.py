@@ -109,11 +109,12 @@ def build_model(cfg: RunConfig):
     device_map = None
     if quant is not None and device == "cuda":
         device_map = {"": int(os.environ.get("LOCAL_RANK", 0))}
-    model, processor = load_scorer(cfg.model.path, dtype=cfg.model.dtype, device="cpu" if quant is None else device,
+    # Resolve "auto" against the training device (bf16 on a GPU), not against the CPU the weights load on.
+    dtype = resolve_dtype(cfg.model.dtype, device)
+    model, processor = load_scorer(cfg.model.path, dtype=dtype, device="cpu" if quant is None else device,
                                    quantization=quant, trust_remote_code=cfg.model.trust_remote_code,
                                    attn_implementation=cfg.model.attn_implementation, device_map=device_map)
     model.train()
-    dtype = resolve_dtype(cfg.model.dtype, device)
     frozen_prefixes = []
     if not cfg.lora.train_vision:
         frozen_prefixes.append("vision_tower")
@@ -196,6 +197,21 @@ def _make_trainer_class():
             self.judge_processor = judge_processor
             self.eval_history: list[dict[str, Any]] = []
 
+        # transformers 5 saves InternVL checkpoints under its legacy key names, and Trainer reloads a
+        # full (non-PEFT) checkpoint with load_state_dict(strict=False), which then matches no key and
+        # silently keeps the current weights. Reload full checkpoints through from_pretrained, which
+        # maps the names, and insist that every weight arrives.
+        def _load_from_checkpoint(self, resume_from_checkpoint, model=None):
+            model = model if model is not None else self.model
+            if hasattr(model, "peft_config"):
+                return super()._load_from_checkpoint(resume_from_checkpoint, model)
+            _load_full_checkpoint(model, resume_from_checkpoint)
+
+        def _load_best_model(self):
+            if hasattr(self.model, "peft_config"):
+                return super()._load_best_model()
+            _load_full_checkpoint(self.model, self.state.best_model_checkpoint)
+
         def evaluate(self, eval_dataset=None, ignore_keys=None, metric_key_prefix: str = "eval") -> dict[str, float]:
             if self.validation is None:
                 return {}
@@ -224,6 +240,16 @@ def _make_trainer_class():
                 self.training_bar.write(_fmt_log(state.global_step, keep))
 
     return JudgeTrainer, CompactProgress
+
+
+def _load_full_checkpoint(model, folder: str) -> None:
+    """Load a full checkpoint written by Trainer into ``model`` in place; every key must match."""
+    saved = type(model).from_pretrained(folder, dtype=next(model.parameters()).dtype)
+    result = model.load_state_dict(saved.state_dict(), strict=False)
+    missing = [k for k in result.missing_keys if k != "lm_head.weight"]  # tied to the embeddings
+    if missing or result.unexpected_keys:
+        raise RuntimeError(f"checkpoint {folder} does not match the model: missing {missing[:5]}, "
+                           f"unexpected {result.unexpected_keys[:5]}")
 
 
 def _selectable(key: str, value: float | None, best: str, greater: bool) -> float | None:

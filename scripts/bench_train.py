@@ -1,0 +1,438 @@
+"""Training throughput of a 4B-class InternVL judge: LoRA SFT steps, bf16 LoRA and 4-bit QLoRA.
+
+The same randomly initialised model as ``scripts/bench_score.py`` (``--shape 4b`` or ``tiny``) is
+saved once to a folder, then loaded for each configuration through the judge's own training
+path, ``judge.train.trainer.build_model`` (LoRA on the language model's projections; QLoRA:
+NF4 through bitsandbytes and ``prepare_model_for_kbit_training``). Batches come from the judge's
+own collator (``judge.train.collator.JudgeCollator``) over SFT examples of the synthetic
+workload (one example per response and criterion, ``--target`` format), through a DataLoader
+(``--workers`` processes, pinned memory, length bucketing with ``--bucket``). The loop is plain
+torch (AdamW on the adapters, bf16 autocast on the GPU, as the Trainer's ``bf16: true`` does), so
+nothing but the step is timed.
+
+Configurations (``--configs``): ``lora``, ``lora-gc``, ``qlora``, ``qlora-gc`` (``-gc``: gradient
+checkpointing, non-reentrant as ``judge-train`` sets it). For each: tokens/s, examples/s,
+achieved TFLOP/s, MFU, peak GPU memory (weights, optimizer state and activations).
+
+Loss (``--loss-on``): ``labels`` (default) runs the LM head only where labels are (the batch
+re-aligned to the right, so every completion ends in the last column, and ``logits_to_keep``);
+``all`` is the stock path (``model(**batch)`` with labels: logits for every position, which the
+Trainer does today).
+
+FLOPs per step (real tokens; recomputation for checkpointing not counted, so this is MFU, not
+HFU), per example of ``n`` tokens with ``k`` label tokens, with ``bench_score``'s symbols::
+
+    forward   2*P_lm*n + 4*L*d_attn*n*(n+1)/2 + 2*d_model*V*k + F_vit(tiles)
+    backward  2*P_lm*n + 8*L*d_attn*n*(n+1)/2 + 2*d_model*V*k        (input gradients only: the base is frozen)
+    adapters  6*P_lora*n                                                 (forward, input and weight gradients)
+
+The vision tower and projector are frozen and get no backward pass. ``mfu_6n`` also reports the
+full-fine-tuning convention (6*P_lm*n, 12*L*d_attn*n*(n+1)/2, 6*d_model*V*k), which other
+LoRA benchmarks often quote; it is 1.5x the LM part of the count above.
+
+    python scripts/bench_train.py --shape 4b                              # on a GPU
+    python scripts/bench_train.py --shape 4b --configs qlora-gc --batch-size 8
+    python scripts/bench_train.py --shape tiny --steps 2 --warmup-steps 1 --batch-size 2 --prompt-tokens 300
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import math
+import shlex
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+SCRIPTS = Path(__file__).resolve().parent
+if str(SCRIPTS) not in sys.path:
+    sys.path.insert(0, str(SCRIPTS))
+
+import bench_score as bs  # noqa: E402  (the shared model, workload and FLOP helpers)
+
+REPO = bs.REPO
+CONFIGS = {"lora": ("none", False), "lora-gc": ("none", True), "qlora": ("4bit", False), "qlora-gc": ("4bit", True)}
+
+
+# ----------------------------------------------------------------------------- data
+def sft_examples(items, rubric, target_format: str, rationale_words: int, seed: int) -> list[dict]:
+    """One SFT example per (response, criterion), in the shape ``judge.data.build`` writes (images as PIL)."""
+    import numpy as np
+
+    from judge.data.template import build_target, completion_messages
+
+    rng = np.random.default_rng(seed)
+    out = []
+    for it in items:
+        crits, msgs = bs.prompts_for(it, rubric, target_format)
+        for c, m in zip(crits, msgs, strict=True):
+            rationale = bs._words(rng, rationale_words) if target_format != "score" else None
+            score = int(rng.integers(rubric.scale.min, rubric.scale.max + 1))
+            out.append({"id": f"{it.key}:{c}", "prompt": m,
+                        "completion": completion_messages(build_target(score, rationale, target_format)),
+                        "images": list(it.images), "max_patches": None})
+    return out
+
+
+class BatchSampler:
+    """Batches of indices; with ``bucket``, each window of ``window`` batches is sorted by length first
+    (so a batch holds similar lengths and pads little), then the batches are shuffled."""
+
+    def __init__(self, lengths: list[int], batch_size: int, bucket: bool, seed: int, window: int = 16):
+        import numpy as np
+
+        rng = np.random.default_rng(seed)
+        order = rng.permutation(len(lengths)).tolist()
+        if bucket:
+            size = batch_size * window
+            order = [i for s in range(0, len(order), size)
+                     for i in sorted(order[s:s + size], key=lambda j: -lengths[j])]
+        batches = [order[s:s + batch_size] for s in range(0, len(order), batch_size)]
+        batches = [b for b in batches if len(b) == batch_size] or batches
+        self.batches = [batches[i] for i in rng.permutation(len(batches))] if bucket else batches
+
+    def __iter__(self):
+        return iter(self.batches)
+
+    def __len__(self) -> int:
+        return len(self.batches)
+
+
+# ----------------------------------------------------------------------------- loss
+def right_align(batch: dict) -> dict:
+    """Move each row's tokens to the right end (left padding), with explicit position ids.
+
+    The collator pads on the right; right-aligned, every completion ends in the last column, so the
+    LM head can run on the last ``k + 1`` positions only. Position ids count real tokens, as the
+    scorer's left padding does, so the model sees the same sequence either way.
+    """
+    import torch
+
+    mask = batch["attention_mask"]
+    width = mask.shape[1]
+    shift = width - mask.sum(1)
+    idx = (torch.arange(width)[None, :] - shift[:, None]) % width
+    out = {k: batch[k].gather(1, idx) for k in ("input_ids", "attention_mask", "labels")}
+    out["position_ids"] = (out["attention_mask"].cumsum(-1) - 1).clamp(min=0)
+    if "pixel_values" in batch:
+        out["pixel_values"] = batch["pixel_values"]
+    return out
+
+
+def loss_labels_only(model, batch: dict):
+    """Cross-entropy on the label positions, the LM head run only on the last ``k + 1`` columns."""
+    import torch.nn.functional as F
+
+    labels = batch["labels"]
+    has = (labels != -100).any(0).nonzero()
+    k = int(labels.shape[1] - has[0, 0]) if len(has) else 1
+    out = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
+                position_ids=batch["position_ids"], pixel_values=batch.get("pixel_values"),
+                logits_to_keep=k + 1, use_cache=False)
+    logits = out.logits[:, :-1, :]  # position t predicts token t + 1
+    target = labels[:, -k:]
+    return F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), target.reshape(-1), ignore_index=-100)
+
+
+def loss_all(model, batch: dict):
+    return model(**batch, use_cache=False).loss
+
+
+# ----------------------------------------------------------------------------- FLOPs
+def step_flops(batch: dict, fm: bs.FlopModel, lora_params: int) -> tuple[float, float, int, int]:
+    """(FLOPs, FLOPs by the 6N convention, real tokens, label tokens) of one step on ``batch`` (CPU tensors)."""
+    n_rows = batch["attention_mask"].sum(1).tolist()
+    k_rows = (batch["labels"] != -100).sum(1).tolist()
+    tiles = int(batch["pixel_values"].shape[0]) if "pixel_values" in batch else 0
+    flops = flops6 = fm.vision(tiles)
+    for n, k in zip(n_rows, k_rows, strict=True):
+        dense = 2.0 * fm.lm_params * n
+        attn = fm.lm_attention(n)
+        head = 2.0 * fm.head_params * k
+        flops += (dense + attn + head) + (dense + 2 * attn + head) + 6.0 * lora_params * n
+        flops6 += 3 * (dense + attn + head) + 6.0 * lora_params * n
+    return flops, flops6, sum(n_rows), sum(k_rows)
+
+
+# ----------------------------------------------------------------------------- one configuration
+def run_config(name: str, args, model_dir: Path, device: str, dtype_name: str, examples, lengths, fm, peak) -> dict:
+    import torch
+    from torch.utils.data import DataLoader
+
+    from judge.train.collator import JudgeCollator
+    from judge.train.config import RunConfig
+    from judge.train.trainer import build_model
+
+    quant, gc_on = CONFIGS[name]
+    if quant != "none" and not device.startswith("cuda") and torch.cuda.is_available():
+        raise SystemExit(f"{name}: build_model places a 4-bit model on the GPU whenever one is present; run with "
+                         "--device cuda, or hide the GPU (CUDA_VISIBLE_DEVICES=) for a CPU run")
+    if quant != "none" and not device.startswith("cuda"):
+        print(f"  {name}: 4-bit on the CPU (bitsandbytes' CPU kernels): slow, for testing only", file=sys.stderr)
+    bs.reset_peak(device)
+    cfg = RunConfig.model_validate({
+        "data": {"annotations": ["synthetic.jsonl"]},
+        "model": {"path": str(model_dir), "dtype": dtype_name, "attn_implementation": args.attn},
+        "lora": {"r": args.lora_r, "alpha": args.lora_alpha, "dropout": args.lora_dropout},
+        "quantization": quant,
+        "train": {"gradient_checkpointing": gc_on, "per_device_train_batch_size": args.batch_size},
+    })
+    t0 = time.perf_counter()
+    model, processor, dtype = build_model(cfg)
+    if quant == "none":
+        model.to(device)
+    if gc_on:
+        # What the Trainer does with gradient_checkpointing: true and judge-train's kwargs.
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    model.train()
+    bs.sync(device)
+    load_s = time.perf_counter() - t0
+    weights_mem = torch.cuda.memory_allocated() / 1e9 if device.startswith("cuda") else None
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    lora_params = sum(p.numel() for p in trainable)
+    opt = torch.optim.AdamW(trainable, lr=args.lr, weight_decay=0.0,
+                            fused=device.startswith("cuda") and all(p.is_cuda for p in trainable))
+    collator = JudgeCollator(processor)
+    sampler = BatchSampler(lengths, args.batch_size, args.bucket, args.seed)
+    cuda = device.startswith("cuda")
+    loader = DataLoader(examples, batch_sampler=sampler, collate_fn=collator, num_workers=args.workers,
+                        pin_memory=cuda and args.pin_memory, persistent_workers=False,
+                        prefetch_factor=2 if args.workers > 0 else None)
+    # bf16 autocast, as the Trainer's bf16: true does (LoRA weights are float32, QLoRA's norms and embeddings too).
+    autocast = (torch.autocast(device_type="cuda" if cuda else "cpu", dtype=torch.bfloat16)
+                if dtype == torch.bfloat16 else contextlib.nullcontext())
+    loss_fn = loss_labels_only if args.loss_on == "labels" else loss_all
+    pixel_dtype = next((p.dtype for n, p in model.named_parameters()
+                        if "patch_embeddings" in n and p.is_floating_point()), dtype)
+    total = args.warmup_steps + args.steps
+    if len(sampler) < total:
+        raise SystemExit(f"{len(sampler)} batches for {total} steps: raise --responses")
+    losses, step_s = [], []
+    flops = flops6 = 0.0
+    tokens = labels = padded = 0
+    it = iter(loader)
+    t_start = t_last = None
+    result: dict = {"quantization": quant, "gradient_checkpointing": gc_on, "trainable_params": lora_params,
+                    "load_seconds": load_s, "weights_memory_gb": weights_mem,
+                    "attn_implementation": bs.attn_used(model)}
+    try:
+        for step in range(total):
+            if step == args.warmup_steps:
+                bs.sync(device)
+                t_start = t_last = time.perf_counter()
+            batch = next(it)
+            if step >= args.warmup_steps:
+                f, f6, n, k = step_flops(batch, fm, lora_params)
+                flops, flops6, tokens, labels = flops + f, flops6 + f6, tokens + n, labels + k
+                padded += batch["input_ids"].numel()
+            if args.loss_on == "labels":
+                batch = right_align(batch)
+            batch = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
+            if "pixel_values" in batch:
+                batch["pixel_values"] = batch["pixel_values"].to(pixel_dtype)
+            with autocast:
+                loss = loss_fn(model, batch)
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            losses.append(loss.detach())
+            if step >= args.warmup_steps and args.sync_steps:
+                bs.sync(device)
+                now = time.perf_counter()
+                step_s.append(now - t_last)
+                t_last = now
+        bs.sync(device)
+        sec = time.perf_counter() - t_start
+    except torch.cuda.OutOfMemoryError as e:
+        result.update({"error": f"out of memory: {str(e).splitlines()[0]}", **bs.peak_memory(device)})
+        print(f"  {name}: out of memory", file=sys.stderr)
+        del model, opt
+        return result
+    loss_values = [float(x) for x in losses]
+    n_examples = args.steps * args.batch_size
+    result.update({
+        "steps": args.steps, "warmup_steps": args.warmup_steps, "batch_size": args.batch_size,
+        "seconds": sec, "seconds_per_step": sec / args.steps,
+        "seconds_per_step_median": statistics.median(step_s) if step_s else None,
+        "tokens": tokens, "label_tokens": labels, "tokens_with_padding": padded,
+        "padding_fraction": 1 - tokens / padded if padded else None,
+        "tokens_per_s": tokens / sec, "examples_per_s": n_examples / sec,
+        **bs.rates(sec, flops, peak),
+        "flops_6n": flops6, "mfu_6n": (flops6 / sec / 1e12 / peak) if peak else None,
+        "loss_first": loss_values[0], "loss_last": loss_values[-1],
+        "loss_finite": all(math.isfinite(x) for x in loss_values),
+        **bs.peak_memory(device),
+    })
+    del model, opt, loader, it
+    return result
+
+
+# ----------------------------------------------------------------------------- main
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--shape", choices=sorted(bs.SHAPES), default="4b")
+    p.add_argument("--configs", default="lora,lora-gc,qlora,qlora-gc", help=f"any of {', '.join(CONFIGS)}")
+    p.add_argument("--steps", type=int, default=10, help="timed optimizer steps per configuration (default 10)")
+    p.add_argument("--warmup-steps", type=int, default=2, help="untimed steps first (default 2)")
+    p.add_argument("--batch-size", type=int, default=8, help="examples per step (default 8)")
+    p.add_argument("--responses", type=int, help="responses in the data pool (default: enough for the steps)")
+    p.add_argument("--images", type=bs.parse_range, default=(2, 3))
+    p.add_argument("--prompt-tokens", type=int, default=1500)
+    p.add_argument("--jitter", type=float, default=0.15)
+    p.add_argument("--families", default="SA,PBL,MSR")
+    p.add_argument("--max-tiles", type=int, default=1)
+    p.add_argument("--target", default="score", choices=["score", "score_rationale", "rationale_score"])
+    p.add_argument("--rationale-words", type=int, default=60, help="rationale length for rationale targets")
+    p.add_argument("--loss-on", default="labels", choices=["labels", "all"],
+                   help="labels: LM head on label positions only; all: logits everywhere (the stock path)")
+    p.add_argument("--bucket", action=argparse.BooleanOptionalAction, default=True, help="length bucketing")
+    p.add_argument("--workers", type=int, default=2, help="DataLoader workers running the collator (0: inline)")
+    p.add_argument("--pin-memory", action=argparse.BooleanOptionalAction, default=True)
+    p.add_argument("--sync-steps", action=argparse.BooleanOptionalAction, default=False,
+                   help="synchronise after each step to time it (adds a sync per step)")
+    p.add_argument("--lora-r", type=int, default=16)
+    p.add_argument("--lora-alpha", type=int, default=32)
+    p.add_argument("--lora-dropout", type=float, default=0.05)
+    p.add_argument("--lr", type=float, default=2e-4)
+    p.add_argument("--device", default="auto")
+    p.add_argument("--dtype", default="auto", help="auto: bfloat16 on a GPU, float32 on the CPU")
+    p.add_argument("--attn", default="sdpa", choices=["sdpa", "eager", "flash_attention_2"])
+    p.add_argument("--peak-tflops", type=float)
+    p.add_argument("--threads", type=int)
+    p.add_argument("--model-dir", help="where the random model is saved (reused if it holds one; default: a "
+                   "temporary folder, removed at the end)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", default=str(REPO / "benchmarks/results"))
+    args = p.parse_args(argv)
+    configs = [c.strip() for c in args.configs.split(",") if c.strip()]
+    bad = set(configs) - set(CONFIGS)
+    if bad:
+        p.error(f"unknown configs {sorted(bad)}")
+
+    import torch
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    from judge.data.rubric import load_rubric
+    from judge.train.collator import JudgeCollator
+
+    device = bs.resolve_device(args.device)
+    dtype = bs.resolve_dtype(args.dtype, device)
+    # Named explicitly: build_model loads a non-quantized base on the CPU, where 'auto' would mean float32.
+    dtype_name = str(dtype).replace("torch.", "")
+    peak, gpu = bs.peak_tflops(device, args.peak_tflops)
+    shape = bs.SHAPES[args.shape]
+    rubric = load_rubric("mmie")
+    processor = bs.build_processor(shape, args.max_tiles, rubric)
+    config = bs.build_config(shape, processor)
+    counts = bs.param_counts(config)
+    desc = bs.describe(shape, config, counts)
+    bs.print_description(desc)
+    fm = bs.flop_model(config, counts)
+
+    tmp = None
+    model_dir = Path(args.model_dir) if args.model_dir else Path(tmp := tempfile.mkdtemp(prefix="bench-train-"))
+    try:
+        if not (model_dir / "config.json").is_file():
+            t0 = time.perf_counter()
+            model = bs.build_model(config, processor, device, dtype, args.attn, args.seed)
+            model.save_pretrained(model_dir)
+            processor.save_pretrained(model_dir)
+            del model
+            bs.reset_peak(device)
+            print(f"saved the random {shape.name} model to {model_dir} in {time.perf_counter() - t0:.1f} s")
+
+        n_examples = args.batch_size * (args.steps + args.warmup_steps)
+        per_response = len(rubric.family("SA").criterion_ids)
+        responses = args.responses or math.ceil(n_examples / per_response)
+        families = [f.strip() for f in args.families.split(",") if f.strip()]
+        items = bs.build_workload(processor, rubric, responses=responses, images=args.images,
+                                  prompt_tokens=args.prompt_tokens, families=families, jitter=args.jitter,
+                                  seed=args.seed, target_format=args.target)
+        examples = sft_examples(items, rubric, args.target, args.rationale_words, args.seed)
+        # Lengths once, before the timed loop, as a dataset's length column would hold them.
+        collator = JudgeCollator(processor)
+        lengths = []
+        for ex in examples:
+            p_ids, c_ids, _ = collator.encode(ex)
+            lengths.append(len(p_ids) + len(c_ids))
+        workload = {"responses": responses, "examples": len(examples), "target": args.target,
+                    "families": families, "images_per_response": list(args.images),
+                    "example_tokens_mean": statistics.fmean(lengths), "example_tokens_min": min(lengths),
+                    "example_tokens_max": max(lengths), "prompt_tokens_target": args.prompt_tokens}
+        print(f"data: {len(examples)} examples of {workload['example_tokens_mean']:.0f} tokens on average "
+              f"({min(lengths)}-{max(lengths)}), target {args.target!r}")
+
+        results = {}
+        for name in configs:
+            results[name] = run_config(name, args, model_dir, device, dtype_name, examples, lengths, fm, peak)
+            r = results[name]
+            if "error" not in r:
+                print(f"  {name}: {r['tokens_per_s']:.4g} tokens/s, loss {r['loss_first']:.3f} -> {r['loss_last']:.3f}",
+                      file=sys.stderr, flush=True)
+            bs.reset_peak(device)
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    cmd = "python scripts/bench_train.py" + ("" if not argv else " " + shlex.join(argv))
+    result = {
+        "benchmark": "judge LoRA SFT training throughput: bf16 LoRA and 4-bit QLoRA, with and without "
+                     "gradient checkpointing",
+        "command": cmd,
+        "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "device": bs.machine_facts(device, peak, gpu),
+        "versions": bs.versions(),
+        "git_commit": bs._git_commit(),
+        "config": {
+            "model": desc, "dtype": dtype_name, "attn_implementation": args.attn, "workload": workload,
+            "lora": {"r": args.lora_r, "alpha": args.lora_alpha, "dropout": args.lora_dropout,
+                     "target_modules": "language (q,k,v,o,gate,up,down of the language model)"},
+            "optimizer": "torch AdamW (fused on the GPU)", "lr": args.lr,
+            "batch_size": args.batch_size, "steps": args.steps, "warmup_steps": args.warmup_steps,
+            "loss_on": args.loss_on, "bucket": args.bucket, "workers": args.workers, "pin_memory": args.pin_memory,
+            "configs": configs, "seed": args.seed,
+        },
+        "flop_formula": {
+            "forward": "2*P_lm*n + 4*L*d_attn*n*(n+1)/2 + 2*d_model*V*k + F_vit(tiles)",
+            "backward": "2*P_lm*n + 8*L*d_attn*n*(n+1)/2 + 2*d_model*V*k (frozen base: input gradients only)",
+            "adapters": "6*P_lora*n",
+            "convention_6n": "6*P_lm*n + 12*L*d_attn*n*(n+1)/2 + 6*d_model*V*k + 6*P_lora*n + F_vit(tiles)",
+            "P_lm": fm.lm_params, "L": fm.lm_layers, "d_attn": fm.attn_dim, "d_model_x_V": fm.head_params,
+            "P_vit": fm.vit_params, "T": fm.vit_tokens, "P_proj": fm.proj_params,
+            "notes": "n real tokens (no padding), k label tokens per example; recomputation under gradient "
+                     "checkpointing is not counted (MFU, not HFU); MFU = flops / seconds / peak_bf16_tflops",
+        },
+        "results": results,
+    }
+    print_table(result)
+    path = bs.write_result(args.out, "bench_train", device, result)
+    print(f"wrote {path}")
+    return 0
+
+
+def print_table(result: dict) -> None:
+    dev = result["device"]
+    print(f"\n{dev['name']} ({dev['type']}), {result['config']['dtype']}; peak {dev['peak_bf16_tflops'] or '-'} "
+          f"TFLOP/s; batch {result['config']['batch_size']}, loss on {result['config']['loss_on']}")
+    head = ["config", "s/step", "tokens/s", "examples/s", "TFLOP/s", "MFU", "MFU (6N)", "peak GB", "loss"]
+    print("| " + " | ".join(head) + " |")
+    print("|" + "|".join("---" for _ in head) + "|")
+    f = bs._fmt
+    for name, r in result["results"].items():
+        if "error" in r:
+            print(f"| {name} | {r['error']} |" + " |" * (len(head) - 2))
+            continue
+        print(f"| {name} | {r['seconds_per_step']:.3g} | {r['tokens_per_s']:.4g} | {r['examples_per_s']:.3g} | "
+              f"{f(r['tflops_per_s'], '.3g')} | {f(r['mfu'], '.1%')} | {f(r['mfu_6n'], '.1%')} | "
+              f"{f(r['peak_memory_gb'], '.2f')} | {r['loss_first']:.3f} -> {r['loss_last']:.3f} |")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,210 @@
+"""scripts/bench_score.py and scripts/bench_train.py on the CPU with the tiny shapes and a tiny workload.
+
+The real measurements need a GPU; these tests prove the scripts run end to end, write every
+field, and that what they time is right: (b) and (c) give the same scores, mode (a) really
+generates the full rationale whatever the model wants, the labels-only loss equals the stock
+loss, and the FLOP count matches the model's real parameters.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
+
+
+def _load(name: str):
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod  # bench_train imports bench_score by this name
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture(scope="module")
+def bs():
+    return _load("bench_score")
+
+
+@pytest.fixture(scope="module")
+def bt(bs):
+    return _load("bench_train")
+
+
+@pytest.fixture(scope="module")
+def tiny_parts(bs, rubric):
+    import torch
+
+    shape = bs.SHAPES["tiny"]
+    processor = bs.build_processor(shape, 1, rubric)
+    config = bs.build_config(shape, processor)
+    model = bs.build_model(config, processor, "cpu", torch.float32, "sdpa")
+    return shape, processor, config, model
+
+
+RESULT_FIELDS = {"responses", "criterion_scores", "seconds", "responses_per_s", "criterion_scores_per_s",
+                 "prefill_tokens", "prefill_tokens_per_s", "flops", "tflops_per_s", "mfu", "peak_memory_bytes",
+                 "peak_memory_gb"}
+
+
+def test_bench_score_tiny_three_modes(bs, tmp_path):
+    argv = ["--shape", "tiny", "--responses", "4", "--new-tokens", "4", "--mmie-responses", "1",
+            "--prompt-tokens", "300", "--warmup", "1", "--device", "cpu", "--out", str(tmp_path)]
+    assert bs.main(argv) == 0
+    (path,) = tmp_path.glob("bench_score_cpu_*.json")
+    d = json.loads(path.read_text())
+    assert d["command"] == "python scripts/bench_score.py " + " ".join(argv)
+    for key in ("date", "device", "versions", "config", "flop_formula", "results", "ratios", "agreement"):
+        assert key in d, key
+    assert d["device"]["type"] == "cpu" and d["device"]["peak_bf16_tflops"] is None
+    assert {"torch", "transformers"} <= set(d["versions"])
+    assert d["config"]["model"]["params"]["total"] > 0
+    w = d["config"]["workload"]
+    assert w["responses"] == 4 and w["criterion_scores"] == 28
+    assert 200 < w["prompt_tokens_mean"] < 400
+    for mode in ("mmie", "unshared", "shared"):
+        r = d["results"][mode]
+        assert RESULT_FIELDS <= set(r), (mode, RESULT_FIELDS - set(r))
+        assert r["mfu"] is None and r["peak_memory_bytes"] is None  # CPU: no peak rate, no GPU memory
+        assert r["responses_per_s"] > 0 and r["flops"] > 0
+    a = d["results"]["mmie"]
+    assert a["responses"] == 1 and a["criterion_scores"] == 7 and a["generated_tokens"] == 7 * 4
+    # Prefix sharing does less work: fewer prefill tokens and FLOPs than no sharing, same scores.
+    assert d["results"]["shared"]["prefill_tokens"] < d["results"]["unshared"]["prefill_tokens"]
+    assert d["results"]["shared"]["flops"] < d["results"]["unshared"]["flops"]
+    agree = d["agreement"]["unshared_vs_shared"]
+    assert agree["pairs"] == 28 and agree["max_abs_diff_expected"] < 1e-4
+    assert agree["max_abs_diff_distribution"] < 1e-4
+    assert set(d["ratios"]) == {"c_over_a_responses_per_s", "c_over_b_responses_per_s"}
+
+
+def test_workers_encode_gives_the_same_scores(bs, tiny_parts, rubric):
+    from judge.models.scoring import ExpectedScorer
+
+    _, processor, _, model = tiny_parts
+    items = bs.build_workload(processor, rubric, responses=3, images=(1, 2), prompt_tokens=250,
+                              families=["SA", "MSR"], jitter=0.2, seed=3)
+    requests = [bs.request_for(it, rubric) for it in items]
+    scorer = ExpectedScorer(model, processor, rubric.scale.values)
+    kw = dict(share_prefix=True, batch_tokens=4096, batch_size=64)
+    inline = bs._scores_by_key(bs.score_judge(scorer, requests, workers=0, chunk=2, **kw))
+    workers = bs._scores_by_key(bs.score_judge(scorer, requests, workers=1, chunk=2, **kw))
+    assert bs.agreement(inline, workers)["max_abs_diff_expected"] < 1e-5
+    assert len(inline) == 21
+
+
+def test_mmie_mode_generates_the_full_rationale_even_when_eos_wins(bs, tiny_parts, rubric):
+    """With the model pushed to end at once, score_with_rationale stops after one token; mode (a) does not."""
+    from judge.models.scoring import ExpectedScorer
+
+    _, processor, _, model = tiny_parts
+    item = bs.build_workload(processor, rubric, responses=1, images=(1, 1), prompt_tokens=200, families=["SA"],
+                             jitter=0.0, seed=0)[0]
+    request = bs.request_for(item, rubric, "rationale_score")
+    request.criteria, request.prompts = request.criteria[:2], request.prompts[:2]
+    scorer = ExpectedScorer(model, processor, rubric.scale.values)
+    eos = processor.tokenizer.eos_token_id
+
+    def push_eos(_module, _inputs, output):
+        output[..., eos] += 1e4
+        return output
+
+    handle = model.lm_head.register_forward_hook(push_eos)
+    try:
+        stock_lengths = []
+        orig = model.generate
+
+        def count(*a, **k):
+            out = orig(*a, **k)
+            stock_lengths.append(out.shape[1] - k["input_ids"].shape[1])
+            return out
+
+        model.generate = count
+        try:
+            scorer.score_with_rationale(request, max_new_tokens=5)
+        finally:
+            del model.generate
+        results, gen = bs.score_mmie(scorer, [request], new_tokens=5)
+    finally:
+        handle.remove()
+    assert stock_lengths == [1, 1]  # EOS first: the stock call stops
+    assert gen == [5, 5]  # EOS ignored: the full rationale, so every run does the same work
+    ((_, scores),) = results
+    for s in scores:
+        assert abs(sum(s.distribution) - 1) < 1e-6 and 0 <= s.expected <= 6 and s.rationale is not None
+    assert "generate" not in vars(model)  # the wrapper is gone
+
+
+def test_labels_only_loss_equals_the_stock_loss(bs, bt, tiny_parts, rubric):
+    import torch
+
+    from judge.train.collator import JudgeCollator
+
+    _, processor, _, model = tiny_parts
+    items = bs.build_workload(processor, rubric, responses=2, images=(1, 3), prompt_tokens=250,
+                              families=["SA", "MSR"], jitter=0.3, seed=1)
+    for target in ("score", "rationale_score"):
+        batch = JudgeCollator(processor)(bt.sft_examples(items, rubric, target, 12, 0)[:5])
+        with torch.no_grad():
+            stock = float(bt.loss_all(model, batch))
+            ours = float(bt.loss_labels_only(model, bt.right_align(batch)))
+        assert abs(stock - ours) < 1e-4, (target, stock, ours)
+
+
+def test_flop_model_matches_the_model(bs, tiny_parts):
+    _, _, config, model = tiny_parts
+    counts = bs.param_counts(config)
+    assert counts["total"] == sum(p.numel() for p in model.parameters())
+    fm = bs.flop_model(config, counts)
+    # Attention term: causal, each query sees the cached keys plus those up to itself.
+    n, c = 5, 7
+    per_query = sum(c + i + 1 for i in range(n))
+    assert fm.lm_attention(n, c) == 4 * fm.lm_layers * fm.attn_dim * per_query
+    assert fm.lm(n, c, 2) == 2 * fm.lm_params * n + fm.lm_attention(n, c) + 2 * 2 * fm.head_params
+    assert fm.vit_tokens == (56 // 14) ** 2 + 1 and fm.tile_tokens == 4
+
+
+def test_4b_shape_is_a_4b_judge(bs, rubric):
+    shape = bs.SHAPES["4b"]
+    processor = bs.build_processor(shape, 1, rubric)
+    assert processor.image_seq_length == 256
+    config = bs.build_config(shape, processor)
+    counts = bs.param_counts(config)  # on the meta device: no memory
+    assert 3.9e9 < counts["total"] < 4.1e9
+    assert 0.29e9 < counts["vision_tower"] < 0.32e9
+    assert config.text_config.vocab_size == 151_936 > len(processor.tokenizer)
+
+
+def test_bench_train_tiny_all_configs(bt, tmp_path):
+    import torch
+
+    if torch.cuda.is_available():  # build_model puts 4-bit models on the GPU; run with CUDA_VISIBLE_DEVICES=
+        pytest.skip("CPU test: hide the GPU (CUDA_VISIBLE_DEVICES=) to run it on a GPU machine")
+    argv = ["--shape", "tiny", "--steps", "2", "--warmup-steps", "1", "--batch-size", "2", "--prompt-tokens", "250",
+            "--workers", "0", "--device", "cpu", "--out", str(tmp_path)]
+    assert bt.main(argv) == 0
+    (path,) = tmp_path.glob("bench_train_cpu_*.json")
+    d = json.loads(path.read_text())
+    assert d["command"] == "python scripts/bench_train.py " + " ".join(argv)
+    for key in ("date", "device", "versions", "config", "flop_formula", "results"):
+        assert key in d, key
+    assert set(d["results"]) == {"lora", "lora-gc", "qlora", "qlora-gc"}
+    for name, r in d["results"].items():
+        assert "error" not in r, (name, r)
+        for key in ("tokens_per_s", "examples_per_s", "tflops_per_s", "mfu", "mfu_6n", "peak_memory_gb",
+                    "trainable_params", "seconds_per_step", "loss_first", "loss_last"):
+            assert key in r, (name, key)
+        assert r["steps"] == 2 and r["tokens"] > 0 and r["loss_finite"]
+        assert r["mfu"] is None and r["peak_memory_gb"] is None
+        assert r["flops_6n"] > r["flops"] > 0
+        assert r["gradient_checkpointing"] == name.endswith("-gc")
+        assert r["quantization"] == ("4bit" if name.startswith("qlora") else "none")
+    # LoRA adapters only: the same trainable count whether the base is bf16/fp32 or 4-bit.
+    assert d["results"]["lora"]["trainable_params"] == d["results"]["qlora"]["trainable_params"]

@@ -1,0 +1,20 @@
+"""Learning is real: a short run of the shipped recipe raises the judge's agreement with the annotators."""
+
+from __future__ import annotations
+
+from judge.train import train_judge
+
+
+def test_short_training_raises_validation_correlation(tmp_path):
+    # The shipped rubric6.yaml on the shipped demo set, cut to 150 steps (about 0.8 epoch); the
+    # full recipe is what scripts/demo.sh runs.
+    result = train_judge("rubric6.yaml", [f"output_dir={tmp_path}", "train.max_steps=150", "eval.strategy=no",
+                                          "train.logging_steps=50"])
+    before, after = result.baseline, result.final
+    assert before["overall_n"] == after["overall_n"] == 45
+    assert before["all_n"] == after["all_n"] == 315
+    # Pooled over every criterion (315 scores) the gain is well clear of the noise; on the 45 overall
+    # scores alone the interval is wide, so the bar there is lower.
+    assert after["all_spearman"] > before["all_spearman"] + 0.15, (before, after)
+    assert after["overall_spearman"] > before["overall_spearman"] + 0.1, (before, after)
+    assert after["all_mae"] < before["all_mae"]
