@@ -160,6 +160,15 @@ def test_qlora_4bit_trains_on_cpu(small_demo, tmp_path):
     state = json.loads(sorted((tmp_path / "checkpoints").glob("checkpoint-*/trainer_state.json"))[-1].read_text())
     losses = [e["loss"] for e in state["log_history"] if "loss" in e]
     assert len(losses) == 3 and all(torch.isfinite(torch.tensor(losses)))
+    # The language model is 4-bit; the vision tower (trainable in the shipped config) is not.
+    from judge.models.card import load_judge
+
+    model, _, _ = load_judge(tmp_path / "judge", quantization="4bit")
+    kinds = {type(m).__module__.split(".")[0] for n, m in model.named_modules() if "language_model" in n and
+             n.endswith("q_proj.base_layer")}
+    assert kinds == {"bitsandbytes"}
+    assert not any(type(m).__module__.startswith("bitsandbytes") for n, m in model.named_modules()
+                   if "vision_tower" in n)
     card = json.loads((tmp_path / "judge" / "judge_card.json").read_text())
     assert card["quantization"] == "4bit" and (tmp_path / "judge" / "adapter" / "adapter_config.json").is_file()
 

@@ -129,9 +129,12 @@ def load_scorer(
 def quantization_config(kind: str, compute_dtype: torch.dtype):
     from transformers import BitsAndBytesConfig
 
+    # Only the language model is quantized: the vision tower and projector are small, keep their
+    # precision and stay trainable (lora.train_vision / train_projector), and the head stays exact.
+    skip = [r".*vision_tower", r".*multi_modal_projector", "lm_head"]  # patterns match from the name's start
     if kind == "4bit":
         return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
-                                  bnb_4bit_compute_dtype=compute_dtype)
+                                  bnb_4bit_compute_dtype=compute_dtype, llm_int8_skip_modules=skip)
     if kind == "8bit":
-        return BitsAndBytesConfig(load_in_8bit=True)
+        return BitsAndBytesConfig(load_in_8bit=True, llm_int8_skip_modules=skip)
     raise ConfigError(f"quantization {kind!r} is not one of none, 4bit, 8bit")
