@@ -146,13 +146,15 @@ def load_benchmark_predictions(
             records, errors = read_mmra(path)
         result.records += records
         result.errors += errors
-    result.records = _drop_duplicates(result.records, result.errors)
+    result.records = drop_duplicate_predictions(result.records, result.errors)
     if result.errors and not skip_invalid:
         raise InvalidRecordsError(result.errors, "prediction records")
     return result
 
 
-def _drop_duplicates(records: list[PredictionRecord], errors: list[RecordError]) -> list[PredictionRecord]:
+def drop_duplicate_predictions(records: list[PredictionRecord], errors: list[RecordError]) -> list[PredictionRecord]:
+    """Keep the first record of each (benchmark, model, id), the key every score is written under; each
+    later one becomes an error in ``errors`` naming where the first was seen."""
     seen: dict[tuple[str, str, str], Location | None] = {}
     kept = []
     for rec in records:
@@ -161,9 +163,9 @@ def _drop_duplicates(records: list[PredictionRecord], errors: list[RecordError])
         if key in seen:
             first = seen[key]
             where = f"; first seen at {first.file}:{first.line}" if first and first.file else ""
-            errors.append(RecordError(f"duplicate id {rec.id!r} for model {rec.model!r}{where}",
-                                      file=loc.file if loc else None, line=loc.line if loc else None,
-                                      field="id", record_id=rec.id))
+            errors.append(RecordError(
+                f"duplicate id {rec.id!r} for model {rec.model!r} in benchmark {rec.benchmark!r}{where}",
+                file=loc.file if loc else None, line=loc.line if loc else None, field="id", record_id=rec.id))
             continue
         seen[key] = loc
         kept.append(rec)

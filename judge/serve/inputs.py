@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..data.errors import ConfigError, JudgeError, Location, RecordError
+from ..data.benchmarks import drop_duplicate_predictions
+from ..data.errors import ConfigError, JudgeError, RecordError
 from ..data.io import InvalidRecordsError, iter_json_records, load_annotations
 from ..data.schema import AnnotationRecord, PredictionRecord
 from ..data.sft import split_image_root
@@ -136,34 +137,7 @@ def load_inputs(
         out.files.append(InputFile(str(p), detected, file_sha256(p), len(recs)))
     if dataset_file is not None and Path(dataset_file).is_file():
         out.dataset_file = {"path": str(dataset_file), "sha256": file_sha256(dataset_file)}
-    out.records = _drop_cross_file_duplicates(out.records, out.errors)
+    out.records = drop_duplicate_predictions(out.records, out.errors)  # unique over all inputs
     if out.errors and not skip_invalid:
         raise InvalidRecordsError(out.errors, "input records")
     return out
-
-
-def _drop_cross_file_duplicates(
-    records: list[PredictionRecord], errors: list[RecordError]
-) -> list[PredictionRecord]:
-    """(benchmark, model, id) must be unique over all inputs: it is the key of every score written."""
-    seen: dict[tuple[str, str, str], Location | None] = {}
-    kept = []
-    for rec in records:
-        key = (rec.benchmark.lower(), rec.model, rec.id)
-        loc = rec._source
-        if key in seen:
-            first = seen[key]
-            where = f"; first seen at {first.file}:{first.line}" if first and first.file else ""
-            errors.append(
-                RecordError(
-                    f"duplicate id {rec.id!r} for model {rec.model!r} in benchmark {rec.benchmark!r}{where}",
-                    file=loc.file if loc else None,
-                    line=loc.line if loc else None,
-                    field="id",
-                    record_id=rec.id,
-                )
-            )
-            continue
-        seen[key] = loc
-        kept.append(rec)
-    return kept
