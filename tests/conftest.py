@@ -31,3 +31,16 @@ def small_demo(tmp_path_factory):
     from judge.data.demo import generate_demo
 
     return generate_demo(tmp_path_factory.mktemp("demo"), n_questions=12, seed=0)
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """One intra-op torch thread while a module runs (use with ``pytestmark``): on cores shared with other
+    jobs, several threads stall each other (every op waits for its slowest thread), which made the scoring
+    tests several times slower."""
+    import torch
+
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)

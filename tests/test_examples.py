@@ -9,7 +9,6 @@ import json
 from pathlib import Path
 
 import pytest
-import torch
 
 from judge.cli.score import main
 from judge.data.rubric import load_rubric
@@ -18,13 +17,7 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "predictions"
 MILEBENCH = EXAMPLES / "milebench"
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """One intra-op thread: the cores are shared, and several threads stall each other."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def score(out: Path, *argv: str | Path) -> tuple[list[dict], dict]:

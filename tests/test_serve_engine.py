@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 
 import pytest
-import torch
 
 from judge.data.errors import ConfigError
 from judge.serve.engine import JudgeEngine, JudgeSpec, resolve_judge
@@ -16,14 +15,7 @@ from judge.serve.inputs import load_inputs
 TOL = 1e-4
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """One intra-op thread while this module runs: on cores shared with other jobs, several threads stall each
-    other (every op waits for its slowest thread), which made these tests several times slower."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def subset(demo: Path, name: str, every: int = 4, extra: list[dict] | None = None) -> Path:

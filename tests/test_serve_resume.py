@@ -13,7 +13,6 @@ import time
 from pathlib import Path
 
 import pytest
-import torch
 
 from judge.cli.score import main
 from judge.serve import ScoreConfig, score_files
@@ -22,14 +21,7 @@ TOL = 1e-4
 REPO = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """One intra-op thread while this module runs: on cores shared with other jobs, several threads stall each
-    other (every op waits for its slowest thread), which made these tests several times slower."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def scores(out: Path) -> dict[tuple, dict]:
