@@ -70,22 +70,38 @@ def test_milebench_join_and_meta(milebench):
     assert (r1.id, r1.benchmark, r1.task, r1.model) == ("ActionLocalization/1", "milebench", "ActionLocalization",
                                                         "llava-x")
     assert r1.choices == CHOICES and r1.answer == "dog"  # the ground truth is pred.json's gt_response
-    assert r1.meta["n_images"] == 5 and r1.meta["image_quantity_level_label"] == "Many"
+    assert r1.meta["n_images"] == 5 and "image_quantity_level_label" not in r1.meta
     assert r1.meta["question_type"] == "multi-choice"
     assert [s.type for s in r1.question] == ["image", "text"] and r1.question[0].image == "a.jpg"
     assert r1._source.file == str(milebench) and r1._source.line == 2
 
 
-def test_milebench_image_quantity_levels_from_images_path_count(milebench):
+@pytest.mark.parametrize("mode", ["official", "strict"])
+def test_milebench_image_quantity_levels_from_images_path_count(milebench, mode):
+    # The dataset file's labels (Many, Few, Few) disagree with the image counts; the official head
+    # (9583e1f) bins by len(images_path), as strict mode does.
     recs = load_benchmark_predictions(milebench).records
-    out = score_predictions(recs, mode="strict")
+    out = score_predictions(recs, mode=mode)
     assert [s.details["n_images"] for s in out] == [5, 6, 32]
     assert [s.details["image_quantity_level"] for s in out] == ["Few", "Medium", "Many"]
-    # The official code bins by the (here wrong) labels; the difference is kept in the details.
-    assert [s.details["image_quantity_level_official"] for s in out] == ["Many", "Few", "Few"]
     rows = summarize(out)
     levels = {r["group"]: r["n"] for r in rows if r["level"] == "image_quantity" and "/" not in r["group"]}
     assert levels == {"Few": 1, "Medium": 1, "Many": 1}
+    per_ds = {r["group"]: (r["n"], r["source"]) for r in rows if r["level"] == "image_quantity" and "/" in r["group"]}
+    src = "official" if mode == "official" else "judge toolkit"
+    assert per_ds == {f"ActionLocalization/{lvl}": (1, src) for lvl in ("Few", "Medium", "Many")}
+
+
+def test_milebench_open_ended_levels_are_per_sample(tmp_path):
+    # The first commit binned every open-ended sample under the LAST dataset item's label; the head counts
+    # each sample's own images.
+    ds_dir = tmp_path / "outputs" / "m" / "ALFRED"
+    items = [ds_item(1, 2, "Few"), ds_item(2, 40, "Many"), ds_item(3, 8, "Medium")]
+    write_dataset(ds_dir / "ALFRED.json", "ALFRED", items, qt="open-ended")
+    p = write_preds(ds_dir / "pred.json", [pred(i, "a cat sat", "a cat sat") for i in (1, 2, 3)])
+    out = score_predictions(load_benchmark_predictions(p).records, mode="official")
+    assert [s.metric for s in out] == ["milebench.rouge_l"] * 3
+    assert [s.details["image_quantity_level"] for s in out] == ["Few", "Many", "Medium"]
 
 
 def test_milebench_official_scores_end_to_end(milebench):

@@ -1,7 +1,8 @@
 """MileBench metrics: the official evaluate.py reproduced quirk by quirk, the strict mode, the summary.
 
-Every expected value below is worked out by hand from the official rules (BENCHMARKS.md and
-MileBench evaluate.py@730e930); the comments show the working.
+Every expected value below is worked out by hand from the official rules of MileBench's
+``evaluate.py`` and ``score.py`` at the repository's head (9583e1f, 2024-07-11); the comments show
+the working. Where the first commit (730e930) scored differently, a test says so.
 """
 
 from __future__ import annotations
@@ -13,11 +14,13 @@ from judge.metrics import score_predictions, summarize
 from judge.metrics.milebench import (
     CATEGORIES,
     DATASETS,
+    OFFICIAL_REF,
     ROUGE_VERSION,
     dataset_category,
     image_quantity_level,
     match_choice_official,
     normalize_answer,
+    official_key,
     official_options,
 )
 
@@ -47,12 +50,26 @@ def official_pick(pred: str, choices: list[str]) -> str:
 
 def test_29_datasets_in_three_categories():
     assert len(DATASETS) == 29
+    assert list(CATEGORIES) == ["Realistic Temporal", "Realistic Semantic", "Diagnostic"]  # score.py's names
     assert [len(v) for v in CATEGORIES.values()] == [13, 13, 3]
-    assert dataset_category("ActionLocalization") == "Realistic temporal"
-    assert dataset_category("action_localization") == "Realistic temporal"  # score.py's spelling
-    assert dataset_category("CLEVR-Change-adv") == "Realistic semantic"
+    assert dataset_category("ActionLocalization") == "Realistic Temporal"
+    assert dataset_category("ActionSequence") == "Realistic Temporal"
+    assert dataset_category("CLEVR-Change-adv") == "Realistic Semantic"
     assert dataset_category("GPR1200") == "Diagnostic"
     assert dataset_category("NotABenchmark") is None
+
+
+def test_snake_case_temporal_names_are_not_the_heads():
+    # The first commit's score.py spelt them action_sequence; the head's collects ActionSequence only.
+    assert dataset_category("action_sequence") is None
+    assert dataset_category("action_localization") is None
+    s = one(mb("B", "dog", ["cat", "dog"], dataset="action_sequence"))
+    assert s.details["category"] is None
+
+
+def test_producer_names_the_official_commit():
+    s = one(mb("B", "dog", ["cat", "dog"]))
+    assert "9583e1f" in OFFICIAL_REF and OFFICIAL_REF in s.producer["version"]
 
 
 @pytest.mark.parametrize("n, level", [(1, "Few"), (5, "Few"), (6, "Medium"), (31, "Medium"), (32, "Many")])
@@ -60,15 +77,18 @@ def test_image_quantity_levels(n, level):
     assert image_quantity_level(n) == level
 
 
-def test_level_counted_from_images_beside_the_official_label():
-    # 7 images is Medium by count; the file's label says Few and the official code bins by the label.
-    s = one(mb("B", "dog", ["cat", "dog"], n_images=7, image_quantity_level_label="Few"))
+@pytest.mark.parametrize("dataset, args", [
+    ("ActionLocalization", dict(pred="B", gold="dog", choices=["cat", "dog"])),        # multi-choice
+    ("TextNeedleInAHaystack", dict(pred="42", gold="42")),                              # needle
+    ("ALFRED", dict(pred="a cat", gold="a cat")),                                        # ROUGE-L
+])
+@pytest.mark.parametrize("mode", ["official", "strict"])
+def test_level_counted_from_images_in_every_evaluator(dataset, args, mode):
+    # 7 images is Medium by count, whatever a label in the dataset file says: the head's
+    # get_image_quantity_level(len(images_path)) in all three evaluators.
+    s = one(mb(args["pred"], args["gold"], args.get("choices"), dataset=dataset, n_images=7), mode)
     assert s.details["image_quantity_level"] == "Medium"
-    assert s.details["image_quantity_level_official"] == "Few"
-    # Open-ended: evaluate_rouge bins every sample by the dataset file's LAST item's label.
-    s = one(mb("a cat", "a cat", n_images=2, image_quantity_level_label="Few", image_quantity_level_last="Many"))
-    assert s.details["image_quantity_level"] == "Few"
-    assert s.details["image_quantity_level_official"] == "Many"
+    assert "image_quantity_level_official" not in s.details
 
 
 # ----------------------------------------------------------------------------- normalization
@@ -162,6 +182,21 @@ def test_one_character_prediction_is_a_key():
     assert official_pick("(B)", ["x", "y", "z"]) == "B"  # normalized to "b", then rule 4
 
 
+def test_two_character_prediction_is_a_key_when_there_are_that_many_options():
+    choices = [f"w{i:02d}" for i in range(30)]  # keys A..Z, AA..AD
+    # Rule 4 of the head takes a 2-character key ("ab" -> AB). (For two letters rule 5 would concatenate the
+    # same keys, so this change of the head moves no score; it is reproduced all the same.)
+    assert official_pick("ab", choices) == "AB"
+    assert official_pick("ad", choices) == "AD"
+    # "zz" is no key: rule 5 keeps each character that is a key -> "ZZ".
+    assert official_pick("zz", choices) == "ZZ"
+    rec = mb("AC", "w28", choices)
+    s = one(rec)
+    assert s.details["extracted"] == "AC" and s.details["gold"] == "AC" and s.score == 1.0
+    # With 3 options "ab" is no key: rule 5 -> "AB", wrong.
+    assert official_pick("ab", ["x", "y", "z"]) == "AB"
+
+
 def test_normalized_duplicate_choices_move_the_gold_letter():
     # "Cat!" and "cat" both normalize to "cat": the gold is the FIRST index -> A, though the answer is B.
     rec = mb("B", "cat", ["Cat!", "cat", "dog"])
@@ -171,9 +206,23 @@ def test_normalized_duplicate_choices_move_the_gold_letter():
     assert t.details["gold"] == "B" and t.score == 1.0
 
 
-def test_official_keys_after_z_are_ascii_successors():
-    keys = list(official_options([str(i) for i in range(28)]))
-    assert keys[25:] == ["Z", "[", "\\"]
+def test_official_keys_after_z_are_two_letters():
+    keys = list(official_options([str(i) for i in range(60)]))
+    assert keys[:3] == ["A", "B", "C"] and keys[25:28] == ["Z", "AA", "AB"]
+    assert keys[51:54] == ["AZ", "BA", "BB"]
+    # Past 78 options the official char() keeps prefixing "B" to what follows "Z" in ASCII.
+    assert official_key(77) == "BZ" and official_key(78) == "B["
+
+
+def test_gold_beyond_z_scores_through_option_text():
+    # GPR1200-style: 30 choices, the gold is the 29th (key AC). Rule 2 ("<key> <text>") returns only the
+    # match's first character, so "AC w28" can never score; the option text alone goes through rule 3.
+    # (Two-digit names: with "item2" beside "item28" the prefix quirk would pick item2.)
+    choices = [f"item{i:02d}" for i in range(30)]
+    assert official_pick("item28", choices) == "AC"
+    assert one(mb("item28", "item28", choices, dataset="GPR1200")).score == 1.0
+    assert official_pick("ac item28", choices) == "A"
+    assert one(mb("ac item28", "item28", choices, dataset="GPR1200")).score == 0.0
 
 
 def test_gold_not_in_choices_is_unscorable_not_zero():
@@ -286,7 +335,7 @@ def test_summary_rows_sources_and_disagreements():
     alfred = get("official", "dataset", "ALFRED")
     assert alfred["value"] == pytest.approx(75.0, abs=1e-4) and alfred["metric"] == "milebench.rouge_l"
     # Categories and overall are the toolkit's: means of the dataset values.
-    sem = get("official", "category", "Realistic semantic")
+    sem = get("official", "category", "Realistic Semantic")
     assert sem["source"] == "judge toolkit" and sem["value"] == pytest.approx(75.0, abs=1e-4)
     overall = get("official", "overall", "all")
     assert overall["source"] == "judge toolkit"

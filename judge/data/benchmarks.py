@@ -192,11 +192,9 @@ def _missing(value: Any) -> bool:
 class _DatasetFile:
     """A parsed MileBench dataset file: name, question type, items by sample id with their lines."""
 
-    def __init__(self, path: Path, name: str, question_type: str, items: dict[str, tuple[int, int, dict]],
-                 last_label: Any):
+    def __init__(self, path: Path, name: str, question_type: str, items: dict[str, tuple[int, int, dict]]):
         self.path, self.name, self.question_type = path, name, question_type
         self.items = items  # sample key -> (index in data, line, item)
-        self.last_label = last_label
 
 
 def _sample_key(value: Any) -> str:
@@ -260,8 +258,7 @@ def _read_dataset_file(path: Path) -> _DatasetFile:
     # Variants (<ds>-adv.json, <ds>_combined_N.json) keep their own name; a renamed file keeps meta's.
     stem = path.stem
     name = stem if (not meta_name or stem.startswith(meta_name)) else meta_name
-    last_label = data[-1].get("image_quantity_level") if data and isinstance(data[-1], dict) else None
-    return _DatasetFile(path, name, qt, items, last_label)
+    return _DatasetFile(path, name, qt, items)
 
 
 def _array_item_lines(text: str, key: str) -> list[int]:
@@ -329,10 +326,9 @@ def read_milebench(
     file's stem, or ``meta_data.dataset`` when the file was renamed), ``model`` ``gen_model_id``
     (else the folder above the dataset folder), ``answer``/``reference`` ``gt_response``,
     ``response`` ``pred_response``, ``choices`` ``task_instance.choice_list``, and ``meta``:
-    ``dataset, question_type, sample_id, n_images`` (len of ``images_path``),
-    ``image_quantity_level_label`` (the item's label), ``image_quantity_level_last`` (the last
-    item's label, which the official open-ended scorer bins by), ``dataset_file``, and
-    ``response_missing`` when ``pred_response`` is null. A sample_id absent from the dataset
+    ``dataset, question_type, sample_id, n_images`` (len of ``images_path``, which the official
+    evaluator bins image-quantity levels by), ``dataset_file``, and ``response_missing`` when
+    ``pred_response`` is null. A sample_id absent from the dataset
     file is an error at its pred.json line.
     """
     pred_path = Path(pred_path)
@@ -406,8 +402,7 @@ def _milebench_record(obj: Any, path: Path, line: int, ds: _DatasetFile):
     gold = str(obj["gt_response"])
     meta = {
         "dataset": ds.name, "question_type": ds.question_type, "sample_id": obj["sample_id"],
-        "n_images": len(images), "image_quantity_level_label": item.get("image_quantity_level"),
-        "image_quantity_level_last": ds.last_label, "dataset_file": str(ds.path),
+        "n_images": len(images), "dataset_file": str(ds.path),
     }
     if pred is None:
         meta["response_missing"] = True

@@ -1,21 +1,24 @@
 """MileBench: 29 datasets, scored as the official ``evaluate.py`` scores them, or strictly.
 
-Official mode follows MileBench/MileBench ``evaluate.py`` (commit 730e930) rule for rule:
+Official mode follows MileBench/MileBench ``evaluate.py`` and ``score.py`` at the repository's
+head, commit 9583e1f (2024-07-11), which is what users run today, rule for rule:
 
 * which metric: dataset name containing ``NeedleInAHaystack`` -> the normalized ground truth
   is one of the normalized prediction's whitespace tokens; containing ``MMCoQA`` -> substring;
   else ``open-ended`` -> ROUGE-L F of the ``rouge`` package 1.0.1 (empty prediction: 0);
   else ``multi-choice`` -> accuracy after :func:`match_choice_official`.
 * :func:`normalize_answer` is the official VQA-style ``process`` with its quirks (see there).
-* multiple choice: prediction, ground truth and every choice are normalized, options keyed
-  ``chr(65 + i)``, the gold key is the index of the normalized ground truth in the
-  normalized choice list (the first one, so choices that normalize alike move it).
-* image-quantity level of a sample: the official code bins by the dataset file's
-  ``image_quantity_level`` label, and for open-ended datasets every sample lands in the
-  label of the dataset file's last item (a loop variable left over). Both are kept in
-  ``details`` (``image_quantity_level_official``) beside the level counted from
-  ``images_path`` (``image_quantity_level``: Few < 6, Medium 6-31, Many > 31), which the
-  strict mode and the toolkit's own rows use.
+* multiple choice: prediction, ground truth and every choice are normalized, options keyed by
+  the official ``char(i)`` (:func:`official_key`: A..Z, then AA..AZ, then BA..), the gold key is
+  the index of the normalized ground truth in the normalized choice list (the first one, so
+  choices that normalize alike move it).
+* image-quantity level of every sample, in all three evaluators: counted from the dataset
+  file's ``images_path`` (Few under 6 images, Medium 6 to 31, Many over 31).
+* categories: ``score.py``'s taxonomy, with its exact dataset names (CamelCase for the
+  temporal datasets: ``ActionSequence``); ``score.py`` computes no category or overall
+  averages, so those rows are the toolkit's.
+
+The first commit (730e930) differed in each of these and is not followed.
 
 Strict mode changes only multiple choice: the toolkit's extractor
 (:func:`judge.metrics.extract.extract_choice`) on the raw prediction, keys A, B, ... (option
@@ -24,8 +27,7 @@ Needle, MMCoQA and ROUGE-L are the same in both modes.
 
 What a record needs: ``task`` or ``meta["dataset"]`` (dataset name), ``meta["question_type"]``
 (else multi-choice when ``choices`` are given), ``choices``, ``answer`` (ground truth),
-``meta["n_images"]`` (else the question's images are counted), optionally
-``meta["image_quantity_level_label"]``/``["image_quantity_level_last"]``; the reader
+``meta["n_images"]`` (else the question's images are counted); the reader
 :func:`judge.data.benchmarks.load_benchmark_predictions` sets them all.
 """
 
@@ -53,16 +55,18 @@ from .common import (
 from .extract import extract_choice, option_keys
 
 BENCHMARK = "milebench"
-OFFICIAL_REF = "MileBench evaluate.py@730e930"
+#: The official code this module reproduces (recorded in every score record's producer version).
+OFFICIAL_REF = "MileBench evaluate.py+score.py@9583e1f"
 VERSION = f"{METRICS_VERSION} ({OFFICIAL_REF})"
 
+#: score.py's taxonomy, names as it writes them (head: CamelCase temporal datasets).
 CATEGORIES: dict[str, tuple[str, ...]] = {
-    "Realistic temporal": (
+    "Realistic Temporal": (
         "ActionLocalization", "ActionPrediction", "ActionSequence", "CharacterOrder",
         "CounterfactualInference", "EgocentricNavigation", "MovingAttribute", "MovingDirection",
         "ObjectExistence", "ObjectInteraction", "ObjectShuffle", "SceneTransition", "StateChange",
     ),
-    "Realistic semantic": (
+    "Realistic Semantic": (
         "ALFRED", "CLEVR-Change", "DocVQA", "IEdit", "MMCoQA", "MultiModalQA", "nuscenes", "OCR-VQA",
         "SlideVQA", "Spot-the-Diff", "TQA", "WebQA", "WikiVQA",
     ),
@@ -77,19 +81,17 @@ NEEDLE = "milebench.needle"
 MMCOQA = "milebench.mmcoqa"
 
 
-def _key(name: str) -> str:
-    return re.sub(r"[^a-z0-9]", "", name.lower())
-
-
 # Adversarial (-adv) and combined-image (_combined_N) variants share their dataset's category.
 _VARIANT_RE = re.compile(r"(?:[-_]adv|[-_]combined[-_]?\d*)+$", re.IGNORECASE)
-# score.py spells the temporal datasets in snake_case (action_localization): the key ignores that.
-_BY_KEY = {_key(ds): ds for ds in DATASETS}
 
 
 def canonical_dataset(name: str) -> str | None:
-    """The MileBench dataset a (variant, differently spelt) name belongs to, or None."""
-    return _BY_KEY.get(_key(_VARIANT_RE.sub("", name)))
+    """The MileBench dataset a name (or an -adv / _combined variant of it) belongs to, or None.
+
+    Names are matched exactly, as ``score.py`` collects them: the first commit's snake_case
+    spellings (``action_sequence``) belong to no dataset of the head's taxonomy."""
+    base = _VARIANT_RE.sub("", name)
+    return base if base in DATASETS else None
 
 
 def dataset_category(name: str) -> str | None:
@@ -146,9 +148,19 @@ def _option_pattern(option: str) -> str:
     return out
 
 
+def official_key(index: int) -> str:
+    """The official ``Eval.char``: A..Z, then AA..AZ, then ``"B" + chr(index + 13)`` for every later index
+    (BA..BZ, and past 78 options the characters after Z, as the official code writes them)."""
+    if index < 26:
+        return chr(index + 65)
+    if index < 52:
+        return "A" + chr(index + 65 - 26)
+    return "B" + chr(index + 65 - 26 - 26)
+
+
 def official_options(choices: list[str]) -> dict[str, str]:
-    """Options keyed as the official code keys them: ``chr(65 + i)`` (after "Z" come "[", "\\", ...)."""
-    return {chr(65 + i): c for i, c in enumerate(choices)}
+    """Options keyed as the official code keys them (:func:`official_key`)."""
+    return {official_key(i): c for i, c in enumerate(choices)}
 
 
 def match_choice_official(text: str, options: dict[str, str]) -> str:
@@ -160,7 +172,7 @@ def match_choice_official(text: str, options: dict[str, str]) -> str:
     3. leftmost match of any option with spaces removed in the space-free prediction; the match
        is then compared with the *escaped* option text, so an option holding a regex special
        ("3.5") never matches here and the rule falls through;
-    4. a 1-character prediction that is a key;
+    4. a prediction of 1 or 2 characters that is a key (``"b"``, ``"ab"`` when there are 28+ options);
     5. every character of the prediction that is a key, upper-cased, concatenated
        ("the answer is b" -> "AB").
 
@@ -179,7 +191,7 @@ def match_choice_official(text: str, options: dict[str, str]) -> str:
             for k, v in escaped.items():
                 if m[0].strip() == v:
                     return k.upper()
-        if len(text) == 1 and text.upper() in options:
+        if len(text) in (1, 2) and text.upper() in options:
             return text.upper()
     except Exception:  # noqa: BLE001 - the official code answers any failure with the raw text
         return text
@@ -253,24 +265,19 @@ def _n_images(rec: PredictionRecord) -> int:
     return int(n) if n is not None else len(content_images(rec.question))
 
 
-def _details(rec: PredictionRecord, rule: str | None) -> dict:
+def _details(rec: PredictionRecord) -> dict:
     n = _n_images(rec)
-    counted = image_quantity_level(n)
-    label = rec.meta.get("image_quantity_level_label")
-    if rule == ROUGE_L:  # evaluate_rouge bins with the last dataset item's label (leftover loop variable)
-        label = rec.meta.get("image_quantity_level_last", label)
     ds = _dataset(rec)
     return {
         "dataset": ds, "category": dataset_category(ds), "question_type": _question_type(rec),
-        "n_images": n, "image_quantity_level": counted,
-        "image_quantity_level_official": label if label in ("Few", "Medium", "Many") else counted,
+        "n_images": n, "image_quantity_level": image_quantity_level(n),
     }
 
 
 def score_record(rec: PredictionRecord, mode: str) -> ScoreRecord:
     """Score one MileBench prediction in ``mode`` ("official" or "strict")."""
     rule = rule_of(rec)
-    details = _details(rec, rule)
+    details = _details(rec)
     common = dict(benchmark=BENCHMARK, mode=mode, task=details["dataset"])
 
     def unscorable(metric: str, reason: str) -> ScoreRecord:
@@ -317,7 +324,7 @@ def score_record(rec: PredictionRecord, mode: str) -> ScoreRecord:
         if g not in norm_choices:
             return unscorable(rule, f"the normalized ground truth {g!r} is not in the normalized choice_list "
                               "(the official evaluate.py stops with an AssertionError)")
-        gold_key = chr(65 + norm_choices.index(g))
+        gold_key = official_key(norm_choices.index(g))
         extracted = match_choice_official(p, official_options(norm_choices))
         details.update(extracted=extracted, gold=gold_key, prediction=p)
         return make_score(rec, metric=rule, score=float(extracted == gold_key), details=details, version=VERSION,
@@ -371,7 +378,6 @@ def summarize(records: list[ScoreRecord]) -> list[dict]:
     for (model, mode), recs in groups.items():
         src = SOURCE_OFFICIAL if mode == OFFICIAL else SOURCE_TOOLKIT
         base = dict(benchmark=BENCHMARK, model=model, mode=mode)
-        level_key = "image_quantity_level_official" if mode == OFFICIAL else "image_quantity_level"
         by_ds: dict[str, list[ScoreRecord]] = {}
         for s in recs:
             by_ds.setdefault(s.task, []).append(s)
@@ -382,12 +388,12 @@ def summarize(records: list[ScoreRecord]) -> list[dict]:
             ds_rows[ds] = mean_row(dr, level="dataset", group=ds, metric=metric, source=src, **base)
             rows.append(ds_rows[ds])
             for lvl in ("Few", "Medium", "Many"):
-                part = [s for s in dr if (s.details or {}).get(level_key) == lvl]
+                part = [s for s in dr if (s.details or {}).get("image_quantity_level") == lvl]
                 if part:
                     rows.append(mean_row(part, level="image_quantity", group=f"{ds}/{lvl}", metric=metric,
                                          source=src, **base))
         for lvl in ("Few", "Medium", "Many"):
-            part = [s for s in recs if (s.details or {}).get(level_key) == lvl]
+            part = [s for s in recs if (s.details or {}).get("image_quantity_level") == lvl]
             if part:
                 rows.append(mean_row(part, level="image_quantity", group=lvl, metric="milebench.score",
                                      source=SOURCE_TOOLKIT, **base))
