@@ -12,7 +12,7 @@ def test_shipped_config_resolves_by_bare_name():
 
 
 def test_overrides():
-    s = load_data_sections("rubrics/rubric6.yaml", ["data.aggregation=median", "data.split.seed=5",
+    s = load_data_sections("rubric6.yaml", ["data.aggregation=median", "data.split.seed=5",
                                                      "data.criteria=[overall, innovation]"])
     assert s.data.aggregation == "median" and s.data.split.seed == 5
     assert s.data.criteria == ["overall", "innovation"]

@@ -4,7 +4,7 @@ import pytest
 import yaml
 
 from judge.data.errors import ConfigError
-from judge.data.rubric import OVERALL, Rubric, load_rubric
+from judge.data.rubric import OVERALL, Rubric, load_rubric, shipped_dir
 
 EXPECTED = {
     "SA": ["text_quality", "image_quality", "text_image_coherence", "context_consistency", "innovation",
@@ -36,7 +36,7 @@ def _reordered(obj):
 
 
 def test_hash_stable_across_key_order_and_changes_with_text(tmp_path, rubric):
-    raw = yaml.safe_load(open("rubrics/mmie.yaml"))
+    raw = yaml.safe_load(open(shipped_dir() / "mmie.yaml"))
     path = tmp_path / "r.yaml"
     path.write_text(yaml.safe_dump(_reordered(raw), sort_keys=False))
     assert load_rubric(path).hash == rubric.hash
@@ -48,7 +48,7 @@ def test_hash_stable_across_key_order_and_changes_with_text(tmp_path, rubric):
 
 
 def test_unknown_key_names_it_and_lists_allowed(tmp_path):
-    raw = yaml.safe_load(open("rubrics/mmie.yaml"))
+    raw = yaml.safe_load(open(shipped_dir() / "mmie.yaml"))
     raw["families"]["SA"]["criteria"][0]["mesures"] = "typo"
     path = tmp_path / "bad.yaml"
     path.write_text(yaml.safe_dump(raw))
@@ -60,7 +60,7 @@ def test_unknown_key_names_it_and_lists_allowed(tmp_path):
 
 
 def test_level_off_scale_and_missing_rubric(tmp_path):
-    raw = yaml.safe_load(open("rubrics/mmie.yaml"))
+    raw = yaml.safe_load(open(shipped_dir() / "mmie.yaml"))
     raw["families"]["MSR"]["overall"]["levels"][7] = "too high"
     with pytest.raises(ValueError, match="outside the scale"):
         Rubric.model_validate(raw)
@@ -74,3 +74,25 @@ def test_rubric_show_cli(capsys, rubric):
     assert data_main(["rubric", "show", "mmie"]) == 0
     out = capsys.readouterr().out
     assert rubric.hash[:12] in out and "final_answer_accuracy" in out and "Final answer accuracy" in out
+
+
+def test_shipped_rubrics_and_configs_are_found_from_any_folder(tmp_path, monkeypatch):
+    from judge.data.config import find_config
+
+    monkeypatch.chdir(tmp_path)  # no rubrics/ here: the package's own files answer
+    assert load_rubric("mmie").name == "mmie"
+    assert find_config("rubric6").parent == shipped_dir()
+    assert find_config("rubric6.yaml") == shipped_dir() / "rubric6.yaml"
+    with pytest.raises(ConfigError, match=r"shipped: .*mmie"):
+        load_rubric("nope")
+
+
+def test_a_users_own_rubrics_folder_comes_first(tmp_path, monkeypatch):
+    raw = yaml.safe_load(open(shipped_dir() / "mmie.yaml"))
+    raw["description"] = "my edited copy"
+    (tmp_path / "rubrics").mkdir()
+    (tmp_path / "rubrics" / "mmie.yaml").write_text(yaml.safe_dump(raw))
+    monkeypatch.chdir(tmp_path)
+    mine = load_rubric("mmie")
+    assert mine.description == "my edited copy"
+    assert mine.hash != Rubric.model_validate(yaml.safe_load(open(shipped_dir() / "mmie.yaml"))).hash

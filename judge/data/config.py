@@ -1,9 +1,9 @@
-"""The ``rubric`` and ``data`` sections of a run config (``rubrics/rubric6.yaml``).
+"""The ``rubric`` and ``data`` sections of a run config (``judge/rubrics/rubric6.yaml``).
 
 The same YAML file drives ``judge-data build`` and ``judge-train``. This module
 owns the sections the data layer reads; it checks the top-level keys of the whole
-file so a misspelt section is caught here too. Paths inside the file are taken
-from the current working directory (run the commands from the repository root).
+file so a misspelt section is caught here too. Paths inside the file (annotations,
+image_root, output_dir) are taken from the current working directory.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .errors import ConfigError, format_validation_error
-from .rubric import RUBRIC_DIRS
+from .rubric import find_shipped_file
 
 #: Every top-level section a run config may have (the training sections belong to judge.train).
 RUN_SECTIONS = ("rubric", "data", "model", "lora", "quantization", "train", "eval", "logging", "output_dir", "seed")
@@ -82,15 +82,9 @@ class DataSections(_Strict):
 
 
 def find_config(name_or_path: str | Path) -> Path:
-    """A path as given, else ``rubrics/NAME`` (so ``--config rubric6.yaml`` works from the repo root)."""
-    p = Path(name_or_path)
-    if p.is_file():
-        return p
-    for d in RUBRIC_DIRS:
-        for cand in (d / p, d / f"{p}.yaml"):
-            if cand.is_file():
-                return cand
-    raise ConfigError(f"config {str(name_or_path)!r} not found (also looked in {', '.join(map(str, RUBRIC_DIRS))})")
+    """A path as given, else ``NAME`` / ``NAME.yaml`` in ``./rubrics``, then among the shipped run configs
+    (``judge-train --config rubric6`` works from any folder)."""
+    return find_shipped_file(name_or_path, "config")
 
 
 def apply_override(raw: dict, assignment: str) -> None:

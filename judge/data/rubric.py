@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from importlib import resources
 from pathlib import Path
 
 import yaml
@@ -17,8 +18,31 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from .errors import ConfigError, format_validation_error
 
 OVERALL = "overall"
-#: Where rubric names are looked up: ./rubrics, then the rubrics/ folder of this source tree.
-RUBRIC_DIRS = (Path("rubrics"), Path(__file__).resolve().parents[2] / "rubrics")
+#: A user's own rubrics and run configs: ``./rubrics`` (looked at before the shipped ones).
+USER_DIR = Path("rubrics")
+
+
+def shipped_dir() -> Path:
+    """The rubrics and run configs shipped inside the package (``judge/rubrics``, package data)."""
+    return Path(str(resources.files("judge") / "rubrics"))
+
+
+def find_shipped_file(name_or_path: str | Path, what: str = "rubric") -> Path:
+    """A YAML file by path or by name: the path as given if it is a file, else ``NAME``,
+    ``NAME.yaml`` or ``NAME.yml`` in ``./rubrics`` (the user's own), then in the package's
+    shipped ``judge/rubrics``. ``what`` names the kind of file in the error."""
+    p = Path(name_or_path)
+    if p.is_file():
+        return p
+    tried = [str(p)]
+    for d in (USER_DIR, shipped_dir()):
+        for cand in (d / p, d / f"{p}.yaml", d / f"{p}.yml"):
+            if cand.is_file():
+                return cand
+            tried.append(str(cand))
+    shipped = sorted(f.stem for f in shipped_dir().glob("*.yaml"))
+    raise ConfigError(f"{what} {str(name_or_path)!r} not found; looked in: {', '.join(tried)} "
+                      f"(shipped: {', '.join(shipped)})")
 
 
 class _Strict(BaseModel):
@@ -143,23 +167,10 @@ class Rubric(_Strict):
         return "\n".join(lines)
 
 
-def find_rubric_file(name_or_path: str | Path) -> Path:
-    """A path as given if it exists, else ``NAME`` or ``NAME.yaml`` in ./rubrics or the source tree's rubrics/."""
-    p = Path(name_or_path)
-    if p.is_file():
-        return p
-    tried = [str(p)]
-    for d in RUBRIC_DIRS:
-        for cand in (d / p, d / f"{p}.yaml", d / f"{p}.yml"):
-            if cand.is_file():
-                return cand
-            tried.append(str(cand))
-    raise ConfigError(f"rubric {str(name_or_path)!r} not found; looked in: {', '.join(tried)}")
-
-
 def load_rubric(name_or_path: str | Path) -> Rubric:
-    """Load and validate a rubric by path or by name (``mmie`` -> ``rubrics/mmie.yaml``)."""
-    path = find_rubric_file(name_or_path)
+    """Load and validate a rubric by path or by name (``mmie``: ``./rubrics/mmie.yaml`` if the user has
+    one, else the shipped ``judge/rubrics/mmie.yaml``)."""
+    path = find_shipped_file(name_or_path, "rubric")
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as e:
