@@ -148,9 +148,18 @@ def test_milebench_and_mmra_score_with_no_judge(tmp_path, capsys):
     assert overall[("milebench", "official")] == pytest.approx(100 / 3)
     assert (out / "summary.md").read_text().count("| milebench |") >= 5
     assert "summary.csv" in capsys.readouterr().out
-    # A rerun adds nothing; the official mode alone into a new folder gives the official rows only.
-    assert main([str(mmra), "--no-judge", "--out", str(out), "--no-progress"]) == 0
+    # A rerun of the same inputs adds nothing; the official mode alone into a new folder gives the official rows only.
+    same = [str(pred_json), str(mmra), "--no-judge", "--dataset-file", str(dataset), "--out", str(out), "--no-progress"]
+    assert main(same) == 0
     assert len(read_scores(out)) == len(recs)
+    capsys.readouterr()
+    # Other inputs into the same folder are refused, naming what changed; nothing written is lost.
+    before = (out / "scores.jsonl").read_bytes()
+    assert main([str(mmra), "--no-judge", "--out", str(out), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert f"input {pred_json} of the earlier run is not among this run's inputs" in err
+    assert "--overwrite" in err and "another --out" in err
+    assert (out / "scores.jsonl").read_bytes() == before
     out2 = tmp_path / "official"
     assert (
         main([str(mmra), "--no-judge", "--metric-mode", "official", "--out", str(out2), "--no-progress"]) == 0

@@ -71,6 +71,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="weights' dtype (auto: bfloat16 on GPU, float32 on CPU)",
     )
     g.add_argument(
+        "--quantization",
+        default="card",
+        choices=["card", "none", "4bit", "8bit"],
+        help="how to load the judge's base: card (default: as the judge was trained, so a QLoRA judge is "
+        "scored on its 4-bit base), none, 4bit or 8bit (bitsandbytes); overriding the card warns",
+    )
+    g.add_argument(
         "--batch-tokens",
         type=int,
         default=16384,
@@ -149,6 +156,7 @@ def main(argv: list[str] | None = None) -> int:
             max_new_tokens=args.max_new_tokens,
             device=args.device,
             dtype=args.dtype,
+            quantization=args.quantization,
             batch_tokens=args.batch_tokens,
             batch_size=args.batch_size,
             share_prefix=not args.no_share_prefix,

@@ -14,6 +14,7 @@ A judge folder, as ``judge-train`` writes it::
 
 from __future__ import annotations
 
+import hashlib
 import json
 import platform
 import subprocess
@@ -23,6 +24,8 @@ from typing import Any
 from ..data.errors import ConfigError
 
 CARD_NAME = "judge_card.json"
+#: ``quantization`` argument of :func:`load_judge` meaning "as the card says" (how the judge was trained).
+FROM_CARD = "card"
 
 
 def library_versions() -> dict[str, str]:
@@ -61,15 +64,29 @@ def read_card(judge_dir: str | Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: not valid JSON ({e})") from None
 
 
-def load_judge(judge_dir: str | Path, *, device: str = "cpu", dtype: str = "auto", quantization: str | None = None,
-               trust_remote_code: bool = False):
-    """Return ``(model, processor, card)`` of a judge folder written by ``judge-train``."""
+def card_quantization(card: dict[str, Any]) -> str | None:
+    """The quantization the judge was trained (and validated) with: None, ``"4bit"`` or ``"8bit"``."""
+    q = card.get("quantization")
+    return None if q in (None, "none") else str(q)
+
+
+def load_judge(judge_dir: str | Path, *, device: str = "cpu", dtype: str = "auto",
+               quantization: str | None = FROM_CARD, trust_remote_code: bool = False):
+    """Return ``(model, processor, card)`` of a judge folder written by ``judge-train``.
+
+    ``quantization``: ``"card"`` (default) loads the base as the judge was trained, so a QLoRA
+    judge is scored on its 4-bit base, as its card's validation numbers were; None, ``"4bit"``
+    or ``"8bit"`` override it. A quantized judge loads ``adapter/`` on the quantized base even
+    when ``merged/`` exists (merged weights are full precision, not what was validated).
+    """
     from .loading import load_processor, load_scorer
 
     judge_dir = Path(judge_dir)
     card = read_card(judge_dir)
+    if quantization == FROM_CARD:
+        quantization = card_quantization(card)
     merged, adapter = judge_dir / "merged", judge_dir / "adapter"
-    if merged.is_dir():
+    if merged.is_dir() and not (quantization is not None and adapter.is_dir()):
         model, processor = load_scorer(str(merged), dtype=dtype, device=device, quantization=quantization,
                                        trust_remote_code=trust_remote_code)
     elif adapter.is_dir():
@@ -80,3 +97,56 @@ def load_judge(judge_dir: str | Path, *, device: str = "cpu", dtype: str = "auto
     if (judge_dir / "processor").is_dir():
         processor = load_processor(str(judge_dir / "processor"), trust_remote_code)
     return model, processor, card
+
+
+def _hash_files(h, root: Path, files: list[Path]) -> None:
+    for f in files:
+        h.update(f"{f.relative_to(root).as_posix()}\0{f.stat().st_size}\0".encode())
+        with open(f, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 22), b""):
+                h.update(block)
+
+
+def _model_files(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.rglob("*") if p.is_file() and not p.name.startswith("."))
+
+
+def judge_fingerprint(source: str | Path) -> str:
+    """SHA-256 of what a judge's scores depend on: for a judge folder its card and every file of
+    ``adapter/`` and ``merged/`` (so retraining into the same folder changes it); for a plain model
+    folder every file in it; for ``tiny[:seed=N]`` the built model's weights and tokenizer; for a
+    hub id the files of its cached snapshot (else the id itself, which cannot be loaded anyway)."""
+    h = hashlib.sha256()
+    p = Path(source)
+    if (p / CARD_NAME).is_file():
+        files = [p / CARD_NAME] + [f for sub in ("adapter", "merged") if (p / sub).is_dir()
+                                    for f in _model_files(p / sub)]
+        _hash_files(h, p, files)
+    elif p.is_dir():
+        _hash_files(h, p, _model_files(p))
+    elif str(source).startswith("tiny"):
+        from .loading import tiny_seed
+        from .tiny import build_tiny_scorer
+
+        model, processor = build_tiny_scorer(seed=tiny_seed(str(source)))
+        h.update(f"tiny:{tiny_seed(str(source))}\0".encode())
+        for name, t in sorted(model.state_dict().items()):
+            h.update(name.encode())
+            h.update(t.detach().contiguous().cpu().numpy().tobytes())
+        h.update(processor.tokenizer.backend_tokenizer.to_str().encode())
+    else:
+        snapshot = _cached_snapshot(str(source))
+        if snapshot is None:
+            h.update(f"hub:{source}".encode())
+        else:
+            _hash_files(h, snapshot, _model_files(snapshot))
+    return h.hexdigest()
+
+
+def _cached_snapshot(repo_id: str) -> Path | None:
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:  # pragma: no cover - a dependency of transformers
+        return None
+    hit = try_to_load_from_cache(repo_id, "config.json")
+    return Path(hit).parent if isinstance(hit, str) else None

@@ -22,6 +22,14 @@ _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 _TINY = re.compile(r"^tiny(?::seed=(\d+))?$")
 
 
+def tiny_seed(path_or_id: str) -> int:
+    """The seed of a ``tiny`` / ``tiny:seed=N`` model name (0 when not given)."""
+    m = _TINY.match(path_or_id)
+    if not m:
+        raise ConfigError(f"{path_or_id!r} is not a tiny model name (tiny or tiny:seed=N)")
+    return int(m.group(1) or 0)
+
+
 def resolve_dtype(dtype: str | torch.dtype, device: str) -> torch.dtype:
     if isinstance(dtype, torch.dtype):
         return dtype

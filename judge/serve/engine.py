@@ -53,6 +53,10 @@ class JudgeSpec:
     target_format: str
     card: dict[str, Any] | None = None
     rubric_forced: bool = False
+    #: None, "4bit" or "8bit": how the base is loaded (a judge folder: as its card says, unless overridden)
+    quantization: str | None = None
+    #: :func:`judge.models.card.judge_fingerprint` of the weights (what a resume must match)
+    fingerprint: str = ""
 
     @property
     def is_card(self) -> bool:
@@ -62,6 +66,8 @@ class JudgeSpec:
         """What must match to resume into an out folder (see :func:`judge.serve.output.check_resume`)."""
         return {
             "judge": self.source,
+            "judge_fingerprint": self.fingerprint,
+            "quantization": self.quantization,
             "rubric": self.rubric.name,
             "rubric_hash": self.rubric.hash,
             "target_format": self.target_format,
@@ -69,16 +75,28 @@ class JudgeSpec:
 
 
 def resolve_judge(
-    judge: str, rubric: str | None = None, *, force: bool = False, rationale: bool = False
+    judge: str,
+    rubric: str | None = None,
+    *,
+    force: bool = False,
+    rationale: bool = False,
+    quantization: str | None = "card",
 ) -> JudgeSpec:
-    """Read the judge's card (if it is a judge folder) and settle the rubric and the prompt format.
+    """Read the judge's card (if it is a judge folder) and settle the rubric, the prompt format, the
+    quantization and the weights' fingerprint.
 
     A judge folder's rubric is ``rubric`` if given, else the rubric the card names; its hash must
-    equal the card's unless ``force``. A plain model needs ``rubric``.
+    equal the card's unless ``force``. A plain model needs ``rubric``. ``quantization``: ``"card"``
+    (default) loads a judge folder's base as it was trained (QLoRA: 4-bit) and a plain model
+    unquantized; ``"none"``, ``"4bit"`` or ``"8bit"`` override, with a warning when that differs
+    from the card.
     """
-    from ..models.card import CARD_NAME, read_card
+    from ..models.card import CARD_NAME, FROM_CARD, card_quantization, judge_fingerprint, read_card
     from ..models.loading import check_model_source
 
+    if quantization not in (FROM_CARD, None, "none", "4bit", "8bit"):
+        raise ConfigError(f"quantization {quantization!r} is not one of card, none, 4bit, 8bit")
+    wanted = None if quantization in (None, "none") else quantization
     folder = Path(judge)
     if (folder / CARD_NAME).is_file():
         card = read_card(folder)
@@ -103,13 +121,27 @@ def resolve_judge(
         if fmt not in TARGET_FORMATS:
             raise ConfigError(f"{folder / CARD_NAME}: unknown target_format {fmt!r}")
         if rationale:
+            if fmt == "score":
+                warn(
+                    "this judge was trained on score-only targets: it never learned to write a rationale, "
+                    "so what it writes before the score (--rationale) is off its training and may move "
+                    "its scores"
+                )
             fmt = "rationale_score"
         elif fmt == "rationale_score":
             warn(
                 "this judge was trained to write a rationale before its score; reading the score at once "
                 "is off its training. Pass --rationale to let it write the rationale first"
             )
-        return JudgeSpec(str(folder.resolve()), rub, fmt, card, forced)
+        trained_q = card_quantization(card)
+        q = trained_q if quantization == FROM_CARD else wanted
+        if q != trained_q:
+            warn(
+                f"judge {str(folder)!r} was trained and validated with quantization {trained_q or 'none'}; "
+                f"scoring with {q or 'none'} instead, so its scores will differ from the card's numbers"
+            )
+        source = str(folder.resolve())
+        return JudgeSpec(source, rub, fmt, card, forced, q, judge_fingerprint(source))
     check_model_source(judge)
     if rubric is None:
         raise ConfigError(
@@ -117,7 +149,9 @@ def resolve_judge(
             "(e.g. --rubric mmie)"
         )
     source = str(folder.resolve()) if folder.exists() else judge
-    return JudgeSpec(source, load_rubric(rubric), "rationale_score" if rationale else "score")
+    fmt = "rationale_score" if rationale else "score"
+    q = None if quantization == FROM_CARD else wanted
+    return JudgeSpec(source, load_rubric(rubric), fmt, None, False, q, judge_fingerprint(source))
 
 
 def resolve_device(device: str = "auto", local_rank: int | None = None) -> str:
@@ -137,9 +171,9 @@ def load_judge_model(spec: JudgeSpec, *, device: str = "cpu", dtype: str = "auto
     from ..models.loading import load_scorer
 
     if spec.is_card:
-        model, processor, _ = load_judge(spec.source, device=device, dtype=dtype)
+        model, processor, _ = load_judge(spec.source, device=device, dtype=dtype, quantization=spec.quantization)
     else:
-        model, processor = load_scorer(spec.source, dtype=dtype, device=device)
+        model, processor = load_scorer(spec.source, dtype=dtype, device=device, quantization=spec.quantization)
     return model, processor
 
 
@@ -232,6 +266,7 @@ class JudgeEngine:
         self._base_tiles = getattr(ip, "max_patches", None)
         self.producer = {
             "judge": spec.source,
+            "fingerprint": spec.fingerprint[:16],
             "rubric": self.rubric.name,
             "rubric_hash": self.rubric.hash,
             "share_prefix": self.share_prefix,
@@ -239,6 +274,8 @@ class JudgeEngine:
         }
         if rationale:
             self.producer["rationale"] = True
+        if spec.quantization:
+            self.producer["quantization"] = spec.quantization
 
     # -- what to score
     def criteria_of(self, rec: PredictionRecord) -> list[str]:

@@ -16,6 +16,7 @@ only when scored, where a bad one makes its item unscorable instead of stopping 
 from __future__ import annotations
 
 import hashlib
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,8 +44,8 @@ class Inputs:
 
     records: list[PredictionRecord] = field(default_factory=list)
     errors: list[RecordError] = field(default_factory=list)
+    #: every file read: the inputs, then the MileBench dataset files their records were joined with
     files: list[InputFile] = field(default_factory=list)
-    dataset_file: dict[str, str] | None = None
 
     def describe(self) -> list[dict[str, Any]]:
         return [vars(f) for f in self.files]
@@ -135,8 +136,9 @@ def load_inputs(
         out.errors += res.errors
         out.records += recs
         out.files.append(InputFile(str(p), detected, file_sha256(p), len(recs)))
-    if dataset_file is not None and Path(dataset_file).is_file():
-        out.dataset_file = {"path": str(dataset_file), "sha256": file_sha256(dataset_file)}
+    # MileBench records are joined with a dataset file (choices, image counts): it is an input too.
+    joined = Counter(str(r.meta["dataset_file"]) for r in out.records if r.meta.get("dataset_file"))
+    out.files += [InputFile(p, "milebench dataset file", file_sha256(p), n) for p, n in joined.items()]
     out.records = drop_duplicate_predictions(out.records, out.errors)  # unique over all inputs
     if out.errors and not skip_invalid:
         raise InvalidRecordsError(out.errors, "input records")

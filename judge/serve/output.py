@@ -261,15 +261,24 @@ def _fsync_dir(path: Path) -> None:
 
 # ----------------------------------------------------------------------------- run.json
 
-#: Keys of the run identity that must match to resume into an out folder (when both runs use a judge).
-IDENTITY_KEYS = ("judge", "rubric_hash", "target_format")
+#: What of the judge must match to resume into an out folder (when both runs use a judge), with the words
+#: the refusal uses. The path is not among them: a judge folder moved elsewhere is the same judge.
+JUDGE_IDENTITY = {
+    "judge_fingerprint": "judge weights (fingerprint of the card and weight files)",
+    "quantization": "quantization",
+    "rubric_hash": "rubric hash",
+    "target_format": "prompt format",
+}
 
 
-def check_resume(out_dir: str | Path, identity: dict[str, Any]) -> dict[str, Any] | None:
-    """Refuse to add scores to a folder that another judge, rubric or prompt format wrote.
+def check_resume(out_dir: str | Path, identity: dict[str, Any], inputs: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """Refuse to add scores to a folder that another judge, rubric, prompt format or other inputs wrote.
 
-    Returns the earlier ``run.json`` (None for a fresh folder). A metrics-only run (no judge)
-    is compatible with any: it writes no judge scores, and a later judge run may add them.
+    ``inputs``: this run's input files (``path``, ``sha256``), compared by content with the files of
+    the earlier run: a changed, added or removed file is a refusal naming it (scores of edited
+    predictions under the same ids would otherwise be kept). A metrics-only run (no judge) is
+    compatible with any judge: it writes no judge scores, and a later judge run may add them.
+    Returns the earlier ``run.json`` (None for a fresh folder).
     """
     path = Path(out_dir) / RUN
     if not path.is_file():
@@ -280,17 +289,42 @@ def check_resume(out_dir: str | Path, identity: dict[str, Any]) -> dict[str, Any
         raise JudgeError(
             f"{path}: cannot read the record of the earlier run ({e}); pass --overwrite to start afresh"
         ) from None
+    changes = []
     before = prev.get("identity") or {}
-    if before.get("judge") is None or identity.get("judge") is None:
-        return prev
-    diff = [k for k in IDENTITY_KEYS if before.get(k) != identity.get(k)]
-    if diff:
-        what = "; ".join(f"{k}: {before.get(k)!r} then, {identity.get(k)!r} now" for k in diff)
+    if before.get("judge") is not None and identity.get("judge") is not None:
+        for key, words in JUDGE_IDENTITY.items():
+            a, b = before.get(key), identity.get(key)
+            if a != b:
+                if key == "judge_fingerprint":
+                    a = f"{str(a)[:12]} ({before.get('judge')})" if a else f"not recorded ({before.get('judge')})"
+                    b = f"{str(b)[:12]} ({identity.get('judge')})"
+                changes.append(f"{words}: {a!r} then, {b!r} now")
+    changes += input_changes(prev.get("inputs") or [], inputs)
+    if changes:
         raise JudgeError(
-            f"{out_dir} holds scores of a different run ({what}). Resuming would mix two judges' "
-            "scores in one file: pass --overwrite to start afresh, or choose another --out"
+            f"{out_dir} holds scores of a different run; what changed:\n  - " + "\n  - ".join(changes) + "\n"
+            "Resuming would mix them in one file: pass --overwrite to start afresh, or choose another --out"
         )
     return prev
+
+
+def input_changes(before: list[dict[str, Any]], now: list[dict[str, Any]]) -> list[str]:
+    """How two runs' input files differ, by content (sha256); a file moved elsewhere is the same file."""
+    old = {f["sha256"]: f["path"] for f in before}
+    new = {f["sha256"]: f["path"] for f in now}
+    old_paths = {f["path"]: f["sha256"] for f in before}
+    out = []
+    for digest, p in new.items():
+        if digest in old:
+            continue
+        if p in old_paths:
+            out.append(f"input {p} changed since the earlier run (sha256 {old_paths[p][:12]} then, {digest[:12]} now)")
+        else:
+            out.append(f"input {p} was not among the earlier run's inputs")
+    for digest, p in old.items():
+        if digest not in new and p not in {f["path"] for f in now}:
+            out.append(f"input {p} of the earlier run is not among this run's inputs")
+    return out
 
 
 def write_run(out_dir: str | Path, run: dict[str, Any]) -> None:

@@ -34,7 +34,7 @@ from ..data.errors import ConfigError, JudgeError
 from ..data.rubric import load_rubric
 from .engine import JudgeEngine, JudgeSpec, load_judge_model, pending_criteria, resolve_device, resolve_judge
 from .inputs import Inputs, load_inputs
-from .output import ScoreStore, check_resume, has_scores, record_key, warn, write_run
+from .output import ScoreStore, check_resume, has_scores, item_key, record_key, warn, write_run
 from .summary import build_summary, render_markdown, write_summary
 
 
@@ -58,6 +58,7 @@ class ScoreConfig:
     max_new_tokens: int = 256
     device: str = "auto"
     dtype: str = "auto"
+    quantization: str = "card"  #: card (as the judge was trained) | none | 4bit | 8bit
     batch_tokens: int = 16384
     batch_size: int = 16
     share_prefix: bool = True
@@ -134,7 +135,9 @@ def score_files(cfg: ScoreConfig) -> ScoreResult:
     # 1. The judge and its rubric (cheap: no weights yet).
     spec: JudgeSpec | None = None
     if cfg.judge and not cfg.no_judge:
-        spec = resolve_judge(cfg.judge, cfg.rubric, force=cfg.force, rationale=cfg.rationale)
+        spec = resolve_judge(
+            cfg.judge, cfg.rubric, force=cfg.force, rationale=cfg.rationale, quantization=cfg.quantization
+        )
         rubric = spec.rubric
     else:
         rubric = load_rubric(cfg.rubric or "mmie")
@@ -172,7 +175,6 @@ def score_files(cfg: ScoreConfig) -> ScoreResult:
         "judge_card": _card_summary(spec),
         "rubric_forced": bool(spec and spec.rubric_forced),
         "inputs": inputs.describe(),
-        "dataset_file": inputs.dataset_file,
         "options": {k: v for k, v in asdict(cfg).items() if k not in ("inputs", "progress")},
         "world_size": dist.world,
     }
@@ -180,7 +182,7 @@ def score_files(cfg: ScoreConfig) -> ScoreResult:
     # 3. The out folder: start afresh or resume, refusing another judge's folder.
     store = ScoreStore(out_dir, dist.rank, dist.world)
     # Every process checks (read-only), so a refusal stops them all instead of leaving some at a barrier.
-    prev = None if cfg.overwrite else check_resume(out_dir, identity)
+    prev = None if cfg.overwrite else check_resume(out_dir, identity, run_info["inputs"])
     if prev is None and not cfg.overwrite and has_scores(out_dir):
         raise JudgeError(
             f"{out_dir} holds scores but no run.json telling what made them; pass --overwrite to "
@@ -263,8 +265,11 @@ def score_files(cfg: ScoreConfig) -> ScoreResult:
     summary: dict[str, Any] = {}
     if dist.is_main:
         rows = store.merge()
+        # The summary is of this run's items only (scores.jsonl may hold more, e.g. from a run without --limit).
+        mine = {item_key(r.benchmark, r.model, r.id) for r in records}
+        rows = [r for r in rows if item_key(r["benchmark"], r["model"], r["id"]) in mine]
         files["scores"] = str(store.scores_path)
-        run_info.update(status="finished", finished=_now(), records=len(rows))
+        run_info.update(status="finished", finished=_now(), records=len(rows), items=len(records))
         run_info["history"][-1].update(finished=run_info["finished"], written=written, resumed_from=resumed)
         write_run(out_dir, run_info)
         files["run"] = str(out_dir / "run.json")

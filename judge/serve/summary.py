@@ -1,7 +1,8 @@
 """The summary of a scoring run: judge means per benchmark, task and model, the metrics' rows, the gaps.
 
-Built from the merged ``scores.jsonl`` (so a resumed run summarises everything, not only its
-own part) and written atomically as ``summary.json``, ``summary.csv`` and ``summary.md``.
+Built from the merged ``scores.jsonl``, restricted to the items of the run that writes it (a resumed
+run summarises everything of its inputs, not only what it scored itself), and written atomically as
+``summary.json``, ``summary.csv`` and ``summary.md``; each names the input files it covers.
 
 Judge rows (one per benchmark, model, task family and criterion, plus ``group="all"`` over
 the benchmark's tasks): ``value`` is the mean expected score on the rubric's scale (MMIE: 0..6)
@@ -304,11 +305,13 @@ def render_markdown(summary: dict[str, Any], *, compact: bool = False) -> str:
     else:
         parts.append("No judge: rule-based metrics only.")
     inputs = run.get("inputs") or []
-    if inputs and not compact:
+    if inputs:
         parts += [
             "",
-            "Inputs: "
-            + "; ".join(f"`{i['path']}` ({i['format']}, {i['n_records']} records)" for i in inputs),
+            f"This summary covers exactly the {run.get('items', '?')} items of these inputs: "
+            + "; ".join(f"`{i['path']}` ({i['format']}, {i['n_records']} records, sha256 {i['sha256'][:12]})"
+                        for i in inputs)
+            + ".",
         ]
     c = summary.get("counts") or {}
     parts += [
