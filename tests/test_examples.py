@@ -76,17 +76,12 @@ def test_canonical_one_judge_record_per_criterion_and_mc_metrics(canonical_run, 
     assert all(r["status"] == "ok" and 0 <= r["score"] <= 6 for r in judge)
 
     mc = by_item(records)
-    assert {k: r["score"] for k, r in mc.items()} == {
-        ("MSR_mc_001", "official"): 1.0,
-        ("MSR_mc_001", "strict"): 1.0,
-        ("MSR_mc_002", "official"): 0.0,
-        ("MSR_mc_002", "strict"): 0.0,
-    }
-    assert mc[("MSR_mc_002", "strict")]["details"]["extracted"] == "C"
-    assert len(records) == 46 and summary["counts"]["unscorable"] == 0
-    for mode in ("official", "strict"):
-        assert metric_row(summary, metric="mmie.mc_accuracy", mode=mode, level="overall")["value"] == 50.0
-    assert metric_row(summary, metric="mmie.disagreements")["value"] == 0
+    # MMIE has no official multiple-choice scorer: one toolkit record per item, never "official".
+    assert {k: r["score"] for k, r in mc.items()} == {("MSR_mc_001", "toolkit"): 1.0, ("MSR_mc_002", "toolkit"): 0.0}
+    assert mc[("MSR_mc_002", "toolkit")]["details"]["extracted"] == "C"
+    assert len(records) == 44 and summary["counts"]["unscorable"] == 0
+    assert metric_row(summary, metric="mmie.mc_accuracy", mode="toolkit", level="overall")["value"] == 50.0
+    assert {r["mode"] for r in summary["metrics"] if r["benchmark"] == "mmie"} == {"toolkit", "judge"}
     overall = [r for r in summary["judge"] if r["group"] == "all"]
     assert {(r["model"], r["n"], r["n_scored"]) for r in overall} == {("model-a", 3, 3), ("model-c", 3, 3)}
 

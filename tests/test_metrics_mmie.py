@@ -41,12 +41,13 @@ def test_registry_case_insensitive_and_metric_for():
     assert "ActionLocalization" in get_benchmark("milebench").tasks
 
 
-def test_mc_scored_by_strict_extractor_in_every_mode():
+@pytest.mark.parametrize("mode", ["official", "strict", "both"])
+def test_mc_scored_once_in_the_toolkits_mode_never_called_official(mode):
+    # MMIE publishes no rule-based scorer: whatever mode is asked for, one record in mode "toolkit".
     rec = item("MSR_1", "The answer is B", choices=["12", "13", "14"], answer="B")
-    off, strict = score_predictions([rec], mode="both")
-    assert off.metric == strict.metric == "mmie.mc_accuracy"
-    assert off.score == strict.score == 1.0
-    assert off.producer["extractor"] == "strict" and off.producer["mode"] == "official"
+    (s,) = score_predictions([rec], mode=mode)
+    assert s.metric == "mmie.mc_accuracy" and s.score == 1.0
+    assert s.producer["extractor"] == "strict" and s.producer["mode"] == "toolkit"
 
 
 @pytest.mark.parametrize("gold", ["B", "(B)", "13", "B. 13"])
@@ -79,10 +80,9 @@ def test_open_ended_and_unknown_benchmarks_produce_no_record_and_order_is_kept()
     ]
     out = score_predictions(recs, mode="both")
     assert [(s.id, s.producer["mode"]) for s in out] == [
-        ("d/1", "official"), ("d/1", "strict"), ("MSR_1", "official"), ("MSR_1", "strict"),
-        ("r1", "official"), ("r1", "strict"),
+        ("d/1", "official"), ("d/1", "strict"), ("MSR_1", "toolkit"), ("r1", "official"), ("r1", "strict"),
     ]
-    assert [s.benchmark for s in out[::2]] == ["milebench", "mmie", "mmra"]
+    assert [s.benchmark for s in out] == ["milebench", "milebench", "mmie", "mmra", "mmra"]
 
 
 def test_bad_mode_refused():
@@ -108,10 +108,9 @@ def test_judge_summary_mean_and_percent():
 def test_mc_summary_rows_are_the_toolkits():
     recs = [item("MSR_1", "A", choices=["1", "2"], answer="A"), item("MSR_2", "A", choices=["1", "2"], answer="B")]
     rows = summarize(score_predictions(recs, mode="both"))
-    overall = [r for r in rows if r["level"] == "overall" and r["mode"] == "official"][0]
-    assert overall["value"] == 50.0 and overall["source"] == "judge toolkit"
-    dis = [r for r in rows if r["group"] == "disagreements"][0]
-    assert dis["value"] == 0 and dis["n"] == 2
+    (overall,) = [r for r in rows if r["level"] == "overall"]
+    assert overall["value"] == 50.0 and overall["source"] == "judge toolkit" and overall["mode"] == "toolkit"
+    assert not [r for r in rows if r["mode"] == "official" or r["group"] == "disagreements"]
 
 
 def test_option_keys_after_z():

@@ -13,6 +13,9 @@ OFFICIAL = "official"
 STRICT = "strict"
 BOTH = "both"
 MODES = (OFFICIAL, STRICT, BOTH)
+#: The one mode of a benchmark whose public code has no rule-based scorer (MMIE's multiple choice): the
+#: toolkit's own scoring, never called official, and with no official-vs-strict disagreement count.
+TOOLKIT = "toolkit"
 
 #: Version of this package's metric code, written into every ScoreRecord's producer.
 METRICS_VERSION = "judge.metrics 1"

@@ -1,8 +1,9 @@
 """MMIE: open-ended items go to the learned judge; multiple-choice items get the toolkit's accuracy.
 
 MMIE's public code has no rule-based scorer, so multiple-choice accuracy (``mmie.mc_accuracy``)
-is the toolkit's own: the strict extractor (:func:`judge.metrics.extract.extract_choice`)
-in every mode, labelled "judge toolkit" in summaries. An item is multiple choice when it has
+is the toolkit's own: the strict extractor (:func:`judge.metrics.extract.extract_choice`),
+one record per item in mode ``"toolkit"`` (never ``"official"``), labelled "judge toolkit" in
+summaries, and no official-vs-strict disagreement count. An item is multiple choice when it has
 ``choices`` (or ``meta["options"]``: a list, or a dict of key -> text); its gold is ``answer``,
 else the reference (``gt_answer``) text, as a key ("B", "(B)"), or an option's text.
 
@@ -63,7 +64,8 @@ def _gold_key(gold: str, options: dict[str, str]) -> str | None:
 
 
 def score(records: list[PredictionRecord], mode: str) -> list[ScoreRecord | None]:
-    """Multiple-choice items scored (same extractor in every mode); None for open-ended items."""
+    """Multiple-choice items scored by the toolkit's extractor (``mode`` is ``"toolkit"``: the registry
+    calls this once); None for open-ended items."""
     out: list[ScoreRecord | None] = []
     for rec in records:
         options = options_of(rec)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from ..data.schema import PredictionRecord, ScoreRecord
 from . import milebench, mmie, mmra
-from .common import SOURCE_TOOLKIT, modes_of, record_mode, row
+from .common import SOURCE_TOOLKIT, TOOLKIT, modes_of, record_mode, row
 
 
 @dataclass(frozen=True)
@@ -20,7 +20,9 @@ class BenchmarkMetrics:
     """What a benchmark family provides.
 
     ``score(records, mode)``: one ScoreRecord (or None: not scored by rule) per record, in
-    order, for mode "official" or "strict"; ``needs_judge(record)``; ``summarize(score_records)``
+    order, for mode "official" or "strict" (or "toolkit" when ``has_official`` is False: the
+    benchmark publishes no rule-based scorer, so its records are scored once, in the toolkit's
+    own mode, whatever mode was asked for); ``needs_judge(record)``; ``summarize(score_records)``
     (rows of :func:`summarize`); ``metric_for(record)``: the metric name, or None.
     """
 
@@ -30,6 +32,7 @@ class BenchmarkMetrics:
     summarize: Callable[[list[ScoreRecord]], list[dict]]
     metric_for: Callable[[PredictionRecord], str | None]
     tasks: tuple[str, ...] = ()
+    has_official: bool = True
 
 
 REGISTRY: dict[str, BenchmarkMetrics] = {}
@@ -61,6 +64,7 @@ register(BenchmarkMetrics(
 register(BenchmarkMetrics(
     name=mmie.BENCHMARK, score=mmie.score, needs_judge=mmie.needs_judge, summarize=mmie.summarize,
     metric_for=lambda r: None if mmie.needs_judge(r) else mmie.METRIC, tasks=("SA", "PBL", "MSR"),
+    has_official=False,
 ))
 
 
@@ -69,7 +73,8 @@ def score_predictions(records: list[PredictionRecord], mode: str = "official") -
 
     ``mode``: ``"official"`` (the benchmark's published scoring, bugs included), ``"strict"``
     (the toolkit's fixed extraction) or ``"both"`` (one record per mode per item, official
-    first). Output follows the input order; within a benchmark the records are scored in
+    first). A benchmark without a published scorer (MMIE's multiple choice) gets one record per
+    item in mode ``"toolkit"`` whatever the mode. Output follows the input order; within a benchmark the records are scored in
     input order, which MMRA's official scoring depends on. Items of unregistered benchmarks
     and MMIE open-ended items produce no record (see :func:`needs_judge`).
     """
@@ -82,7 +87,7 @@ def score_predictions(records: list[PredictionRecord], mode: str = "official") -
     for name, idxs in by_bench.items():
         bm = REGISTRY[name]
         batch = [records[i] for i in idxs]
-        for m in modes:
+        for m in modes if bm.has_official else [TOOLKIT]:
             for i, s in zip(idxs, bm.score(batch, m), strict=True):
                 if s is not None:
                     per_item[i].append(s)
