@@ -130,22 +130,52 @@ def test_rubric_hash_mismatch_refused_unless_forced(tmp_path, rubric, capsys):
     assert "scoring anyway" in capsys.readouterr().err
     ok = resolve_judge(str(write_card(tmp_path / "ok", rubric.hash)), rationale=True)
     assert ok.target_format == "rationale_score" and ok.source == str((tmp_path / "ok").resolve())
+    # The card's judge was trained on score-only targets: asking it for a rationale first is off its training.
+    assert "trained on score-only targets" in capsys.readouterr().err
     with pytest.raises(ConfigError, match="--rubric"):
         resolve_judge("tiny")
 
 
 def test_rationale_first_still_reads_the_distribution(tiny, rubric, records):
+    import torch
+
+    from judge.data.images import open_image
+    from judge.data.template import SCORE_CUE, build_judge_prompt
+    from judge.models.score_tokens import score_token_ids
+
     model, processor = tiny
     eng = JudgeEngine(
-        model, processor, JudgeSpec("tiny", rubric, "rationale_score"), rationale=True, max_new_tokens=4
+        model, processor, JudgeSpec("tiny", rubric, "rationale_score"), rationale=True, max_new_tokens=12
     )
-    rec = records[0]
+    rec = records[1]  # the random tiny judge writes something for this one (for records[0] it stops at once)
     # Every criterion but "overall" marked done: one generation keeps the test short.
     done = {
         (rec.benchmark, rec.model, rec.id, "judge", "", c) for c in rubric.family(rec.task).criterion_ids[:-1]
     }
     out = [s for b in eng.iter_batches([rec], done) for s in b.records]
     assert [s.criterion for s in out] == ["overall"]
-    for s in out:
-        assert s.score is not None and isinstance(s.details["rationale"], str)
-        assert abs(sum(s.distribution) - 1) < 1e-9 and s.producer["rationale"] is True
+    (s,) = out
+    assert s.score is not None and isinstance(s.details["rationale"], str) and s.details["rationale"]
+    assert abs(sum(s.distribution) - 1) < 1e-9 and s.producer["rationale"] is True
+
+    # By hand, with the stock processor and one forward pass: the prompt, the rationale the judge wrote,
+    # then the score cue; the scale tokens' probabilities at the last position, renormalised.
+    prompt = build_judge_prompt(rubric, rec.task, "overall", rec.question, rec.response, rec.reference,
+                                "rationale_score")
+    text = processor.apply_chat_template(prompt.messages, add_generation_prompt=True, tokenize=False)
+    prompt_ids = processor(text=[text], images=[open_image(p) for p in prompt.images], add_special_tokens=False,
+                           return_tensors="pt")
+    cont = processor.tokenizer(s.details["rationale"] + "\n" + SCORE_CUE, add_special_tokens=False,
+                               return_tensors="pt")["input_ids"]
+    ids = torch.cat([prompt_ids["input_ids"], cont], dim=1)
+    with torch.no_grad():
+        logits = model(input_ids=ids, attention_mask=torch.ones_like(ids),
+                       pixel_values=prompt_ids["pixel_values"].to(model.dtype)).logits[0, -1]
+    values = rubric.scale.values
+    probs = torch.softmax(logits.double(), -1)[score_token_ids(processor.tokenizer, values)]
+    dist = (probs / probs.sum()).tolist()
+    assert max(abs(a - b) for a, b in zip(dist, s.distribution, strict=True)) < 1e-4
+    assert abs(sum(v * p for v, p in zip(values, dist, strict=True)) - s.score) < 1e-4
+    # Reading at once (no rationale) gives another distribution: the rationale did change what was read.
+    (direct,) = [x for x in engine(tiny, rubric).score_records([rec]) if x.criterion == "overall"]
+    assert max(abs(a - b) for a, b in zip(direct.distribution, s.distribution, strict=True)) > 1e-4

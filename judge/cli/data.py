@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
 
 from ..data.errors import JudgeError
+from ._common import Parser, nonnegative_int, positive_int
 from ._common import fail as _fail
 
 
 def data_main(argv: list[str] | None = None) -> int:
     """``judge-data``: validate annotations, build the SFT dataset, show rubrics, make the demo set."""
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="judge-data",
         description="Annotations in, SFT data out: validate, build, rubric show, demo, tiny-model.",
     )
@@ -25,7 +25,7 @@ def data_main(argv: list[str] | None = None) -> int:
                    "'none' skips the rubric checks")
     v.add_argument("--root", help="resolve image paths from this folder instead of each file's folder")
     v.add_argument("--allow-urls", action="store_true", help="accept http(s) image references (not fetched)")
-    v.add_argument("--max-pixels", type=int, default=None, help="pixel limit per image (default 40,000,000)")
+    v.add_argument("--max-pixels", type=positive_int, default=None, help="pixel limit per image (default 40,000,000)")
     v.add_argument("--json", metavar="PATH", help="also write the full report as JSON")
 
     b = sub.add_parser("build", help="annotations -> SFT dataset (prompt/completion + images), split by question")
@@ -47,13 +47,14 @@ def data_main(argv: list[str] | None = None) -> int:
     rs.add_argument("--json", action="store_true", help="print the parsed rubric as JSON")
 
     d = sub.add_parser("demo", help="(re)generate the synthetic demo annotation set")
-    d.add_argument("--out", default="annotations/demo")
-    d.add_argument("--seed", type=int, default=0)
-    d.add_argument("--n-questions", type=int, default=100)
+    d.add_argument("--out", default="annotations/demo", help="output folder (default: annotations/demo)")
+    d.add_argument("--seed", type=nonnegative_int, default=0, help="random seed (default: 0)")
+    d.add_argument("--n-questions", type=positive_int, default=100,
+                   help="questions (3 responses each; default: 100)")
 
     t = sub.add_parser("tiny-model", help="save the seeded tiny InternVL scorer to a folder")
-    t.add_argument("--out", required=True)
-    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--out", required=True, help="output folder")
+    t.add_argument("--seed", type=nonnegative_int, default=0, help="random seed of the weights (default: 0)")
 
     args = p.parse_args(argv)
     try:

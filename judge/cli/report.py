@@ -7,16 +7,17 @@ import sys
 import time
 
 from ..data.errors import JudgeError
+from ._common import Parser, nonnegative_int, positive_int
 from ._common import fail as _fail
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="judge-report",
         description="Compare named score files (judge-score output, CLIPScore, ...) with human annotations: "
                     "correlations with bootstrap intervals, error and agreement statistics, the human ceiling, "
                     "paired comparisons; writes report.md, report.json, report.html and PNG plots.",
-        epilog="example: judge-report --human runs/demo/data/splits/test.jsonl --scores judge=runs/demo/scores.jsonl "
+        epilog="example: judge-report --human runs/demo/data/splits/test.jsonl --scores judge=runs/demo/score/scores.jsonl "
                "--clip-model tiny --out runs/demo/report",
     )
     p.add_argument("--human", action="append", default=[], metavar="FILE", required=True,
@@ -36,9 +37,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="CLIPScore image-text pairs: each image with the text just before it (neighbour, default) "
                         "or with the whole response text")
     p.add_argument("--device", default="cpu", help="device for --clip-model (default: cpu)")
-    p.add_argument("--bootstrap", type=int, default=1000, metavar="N",
+    p.add_argument("--bootstrap", type=positive_int, default=1000, metavar="N",
                    help="bootstrap resamples of questions (default: 1000)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap (default: 0)")
+    p.add_argument("--seed", type=nonnegative_int, default=0, help="seed of the bootstrap (default: 0)")
     p.add_argument("--title", default="Judge agreement with human scores", help="the report's title")
     p.add_argument("--note", metavar="TEXT", help="a sentence placed at the top of the report")
     p.add_argument("--criterion", action="append", metavar="ID",

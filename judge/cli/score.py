@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from ..data.errors import JudgeError
-from ._common import fail
+from ._common import Parser, fail, positive_int
 
 EPILOG = """\
 examples:
@@ -21,7 +21,7 @@ examples:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="judge-score",
         description="Score benchmark predictions with a learned judge (expected score per criterion, from "
         "the score-token distribution) and the benchmarks' rule-based metrics; write scores.jsonl and a "
@@ -60,7 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="let the judge write a rationale before its score (one "
         "prompt at a time; the score is still read from the distribution)",
     )
-    g.add_argument("--max-new-tokens", type=int, default=256, help="rationale length limit (default 256)")
+    g.add_argument("--max-new-tokens", type=positive_int, default=256, help="rationale length limit (default 256)")
     g.add_argument(
         "--device", default="auto", help="cpu, cuda, cuda:1, ... (default auto: CUDA when available)"
     )
@@ -79,13 +79,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     g.add_argument(
         "--batch-tokens",
-        type=int,
+        type=positive_int,
         default=16384,
         help="tokens per forward pass, padding included (default 16384)",
     )
     g.add_argument(
         "--batch-size",
-        type=int,
+        type=positive_int,
         default=16,
         help="responses (each with all its criterion prompts) per forward pass, at most (default 16)",
     )
@@ -96,7 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     g.add_argument(
         "--max-tokens",
-        type=int,
+        type=positive_int,
         help="context budget of one prompt; longer items get fewer image "
         "tiles, then are unscorable (default: the model's max positions, else 32768)",
     )
@@ -127,7 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="skip invalid records (listed in the summary) instead of stopping",
     )
-    i.add_argument("--limit", type=int, help="score only the first N records (in input order)")
+    i.add_argument("--limit", type=positive_int, help="score only the first N records (in input order)")
     i.add_argument("--out", default="runs/score", help="output folder (default runs/score)")
     i.add_argument("--overwrite", action="store_true", help="start afresh in --out instead of resuming")
     i.add_argument("--no-progress", action="store_true", help="no progress bar")

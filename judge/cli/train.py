@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
 
 from ..data.errors import JudgeError
-from ._common import fail
+from ._common import Parser, fail
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="judge-train",
         description="Human annotations -> a LoRA-tuned judge, validated against the humans while it trains. "
         "Several processes: accelerate launch [--num_processes N] -m judge.cli.train --config ...",

@@ -477,6 +477,8 @@ def read_mmra(path: str | Path) -> tuple[list[PredictionRecord], list[RecordErro
         rows = list(_iter_rows(path))
     except RecordError as e:
         return [], [e]
+    if not rows:
+        return [], [RecordError("the file holds no rows", file=path)]
     for index, (line, obj) in enumerate(rows):
         if isinstance(obj, RecordError):
             errors.append(obj)

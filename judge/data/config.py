@@ -14,7 +14,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from .errors import ConfigError, format_validation_error
+from .errors import ConfigError, invalid
 from .rubric import find_shipped_file
 
 #: Every top-level section a run config may have (the training sections belong to judge.train).
@@ -133,4 +133,4 @@ def load_data_sections(path: str | Path, overrides: list[str] | None = None) -> 
     try:
         return DataSections.model_validate({**mine, "other": {k: v for k, v in raw.items() if k not in mine}})
     except ValidationError as e:
-        raise ConfigError(f"{path}: invalid config:\n{format_validation_error(e, DataSections)}") from None
+        raise invalid(f"{path}: invalid config", e, DataSections) from None

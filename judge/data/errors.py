@@ -101,6 +101,15 @@ def _allowed_keys(model: type | None, loc: tuple) -> list[str] | None:
     return None
 
 
+def invalid(what: str, e, model: type | None = None) -> ConfigError:
+    """A ConfigError for a pydantic ``ValidationError`` of ``what`` (e.g. ``"path: invalid config"``): one
+    line when there is one problem, else one line per problem under a heading."""
+    body = format_validation_error(e, model)
+    if "\n" not in body:
+        return ConfigError(f"{what}: {body.strip()}")
+    return ConfigError(f"{what}:\n{body}")
+
+
 def format_validation_error(e, model: type | None = None) -> str:
     """One line per problem of a pydantic ``ValidationError``: dotted location, message, value.
 
@@ -114,6 +123,10 @@ def format_validation_error(e, model: type | None = None) -> str:
             allowed = _allowed_keys(model, tuple(err["loc"]))
             msg = "unknown key" + (f"; allowed here: {', '.join(allowed)}" if allowed else "")
             lines.append(f"  {loc}: {msg}")
+            continue
+        if err["type"] == "value_error" and isinstance(err.get("input"), dict):
+            # A check across keys: its message names them; the whole section is no help as "got".
+            lines.append(f"  {loc}: {msg.removeprefix('Value error, ')}")
             continue
         lines.append(f"  {loc}: {msg} (got {err.get('input')!r})"[:500])
     return "\n".join(lines)

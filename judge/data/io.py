@@ -37,6 +37,9 @@ class InvalidRecordsError(JudgeError, ValueError):
 
     def __init__(self, errors: list[RecordError], what: str = "records"):
         self.errors = errors
+        if len(errors) == 1:  # one line: the file (and line and field) and what is wrong
+            super().__init__(f"{errors[0]} (fix it, or pass --skip-invalid to skip and list invalid {what})")
+            return
         shown = "\n".join(f"  {e}" for e in errors[:20])
         more = f"\n  ... and {len(errors) - 20} more" if len(errors) > 20 else ""
         hint = "\nFix them, or pass --skip-invalid to skip and list them."
@@ -72,9 +75,19 @@ def iter_json_records(path: str | Path) -> Iterator[tuple[int, Any]]:
 
     A line that is not valid JSON yields ``(line, RecordError)`` so the caller can
     go on reading. A .json file holds an array of records (each reported at the
-    line where it starts) or a single record.
+    line where it starts) or a single record. A file with no record at all (empty,
+    blank lines only, or ``[]``) raises :class:`RecordError`: it is almost always the
+    wrong file, and "no problems found" would hide that.
     """
-    path = Path(path)
+    n = 0
+    for n, item in enumerate(_iter_json_records(Path(path)), start=1):  # noqa: B007 - n counts
+        yield item
+    if n == 0:
+        raise RecordError("the file holds no records (it is empty, has only blank lines, or is an empty array)",
+                          file=path)
+
+
+def _iter_json_records(path: Path) -> Iterator[tuple[int, Any]]:
     if not path.exists():
         raise JudgeError(f"{path}: file not found")
     data = path.read_bytes()

@@ -15,7 +15,7 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from .errors import ConfigError, format_validation_error
+from .errors import ConfigError, invalid
 
 OVERALL = "overall"
 #: A user's own rubrics and run configs: ``./rubrics`` (looked at before the shipped ones).
@@ -180,4 +180,4 @@ def load_rubric(name_or_path: str | Path) -> Rubric:
     try:
         return Rubric.model_validate(data)
     except ValidationError as e:
-        raise ConfigError(f"{path}: invalid rubric:\n{format_validation_error(e, Rubric)}") from None
+        raise invalid(f"{path}: invalid rubric", e, Rubric) from None

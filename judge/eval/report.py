@@ -89,7 +89,7 @@ class ScoreSpec:
             name, path = Path(text).stem, text
         name = name.strip()
         if not name or not path:
-            raise JudgeError(f"--scores {text!r}: expected NAME=FILE, e.g. --scores judge=runs/demo/scores.jsonl")
+            raise JudgeError(f"--scores {text!r}: expected NAME=FILE, e.g. --scores judge=runs/demo/score/scores.jsonl")
         if not re.fullmatch(r"[A-Za-z0-9_.:+-]+", name):
             raise JudgeError(f"--scores {text!r}: a scorer name may use letters, digits and _ . : + - only")
         return cls(name, path)
@@ -145,6 +145,10 @@ def run_report(
                          + (" ('clipscore' is taken by --clip-model)" if "clipscore" in dup else ""))
     if n_boot < 1:
         raise JudgeError(f"--bootstrap must be at least 1, got {n_boot}")
+    if clip_model:
+        from ..models.loading import check_device
+
+        check_device(device)
     if not human:
         raise JudgeError("no human file: give --human FILE (annotation records, e.g. runs/demo/data/splits/test.jsonl)")
     for path in [*human, *(s.path for s in specs)]:

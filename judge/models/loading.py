@@ -30,6 +30,27 @@ def tiny_seed(path_or_id: str) -> int:
     return int(m.group(1) or 0)
 
 
+_DEVICE = re.compile(r"^(auto|cpu|mps|cuda)(?::(\d+))?$")
+
+
+def check_device(device: str) -> None:
+    """Fail early, in words, on a device this machine does not have (before any work is done)."""
+    m = _DEVICE.match(str(device))
+    if not m or (m.group(2) is not None and m.group(1) not in ("cuda",)):
+        raise ConfigError(f"device {device!r} is not one of auto, cpu, cuda, cuda:N, mps")
+    kind, index = m.group(1), m.group(2)
+    if kind == "cuda":
+        if not torch.cuda.is_available():
+            why = "this torch was built without CUDA" if torch.version.cuda is None else "no CUDA GPU is visible"
+            raise ConfigError(f"device {device!r} was asked for, but {why} (torch {torch.__version__}); "
+                              "use cpu, or auto to take a GPU when there is one")
+        if index is not None and int(index) >= torch.cuda.device_count():
+            raise ConfigError(f"device {device!r}: this machine has {torch.cuda.device_count()} CUDA GPU(s), "
+                              f"numbered from 0")
+    if kind == "mps" and not torch.backends.mps.is_available():
+        raise ConfigError(f"device {device!r} was asked for, but MPS is not available on this machine")
+
+
 def resolve_dtype(dtype: str | torch.dtype, device: str) -> torch.dtype:
     if isinstance(dtype, torch.dtype):
         return dtype

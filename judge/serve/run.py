@@ -32,6 +32,7 @@ import torch
 
 from ..data.errors import ConfigError, JudgeError
 from ..data.rubric import load_rubric
+from ..metrics import needs_judge, score_predictions
 from .engine import JudgeEngine, JudgeSpec, load_judge_model, pending_criteria, resolve_device, resolve_judge
 from .inputs import Inputs, load_inputs
 from .output import ScoreStore, check_resume, has_scores, item_key, record_key, warn, write_run
@@ -104,14 +105,6 @@ class _Dist:
             self.state.wait_for_everyone()
 
 
-def _metrics_api():
-    try:
-        from ..metrics import needs_judge, score_predictions
-    except ImportError:
-        return None
-    return needs_judge, score_predictions
-
-
 def _progress(total: int, enabled: bool, desc: str):
     from tqdm.auto import tqdm
 
@@ -121,6 +114,13 @@ def _progress(total: int, enabled: bool, desc: str):
 def score_files(cfg: ScoreConfig) -> ScoreResult:
     """Run ``judge-score``; see the module doc. Raises :class:`JudgeError` on bad input or options."""
     t0 = time.perf_counter()
+    from ..models.loading import check_device
+
+    check_device(cfg.device)  # before anything is read or written
+    for name in ("batch_tokens", "batch_size", "max_new_tokens", "chunk_size", "max_tokens", "limit"):
+        value = getattr(cfg, name)
+        if value is not None and value < 1:
+            raise ConfigError(f"{name} must be at least 1, got {value}")
     if cfg.no_judge and cfg.judge:
         raise ConfigError("--no-judge and --judge exclude each other")
     if cfg.baseline not in (None, "clipscore"):
@@ -152,12 +152,10 @@ def score_files(cfg: ScoreConfig) -> ScoreResult:
         root=cfg.root,
     )
     records = inputs.records[: cfg.limit] if cfg.limit is not None else inputs.records
-    api = _metrics_api()
-    if api is None:
-        warn("judge.metrics is not available: no rule-based metrics; every record goes to the judge")
-        to_judge = list(records)
-    else:
-        to_judge = [r for r in records if api[0](r)]
+    if not records:
+        raise JudgeError(f"no valid records to score in {', '.join(map(str, cfg.inputs))} "
+                         f"({len(inputs.errors)} invalid ones skipped)")
+    to_judge = [r for r in records if needs_judge(r)]
     if to_judge and spec is None and not cfg.no_judge:
         raise ConfigError(
             f"{len(to_judge)} of {len(records)} records need the learned judge (open-ended items, or "
@@ -214,9 +212,7 @@ def score_files(cfg: ScoreConfig) -> ScoreResult:
     not_scored: dict[str, Any] = {}
     with store:
         # 4. Rule-based metrics and the baseline (main process: cheap, and order-dependent for MMRA).
-        if dist.is_main and api is not None:
-            from ..metrics import score_predictions
-
+        if dist.is_main:
             written += store.append(score_predictions(list(records), mode=cfg.metric_mode))
         if dist.is_main and cfg.baseline == "clipscore":
             written += _clipscore(store, records, cfg, done)
@@ -297,12 +293,8 @@ def score_files(cfg: ScoreConfig) -> ScoreResult:
 
 
 def _clipscore(store: ScoreStore, records, cfg: ScoreConfig, done: set) -> int:
-    try:
-        from ..eval.clipscore import clipscore_records
-    except ImportError as e:
-        raise JudgeError(
-            f"--baseline clipscore needs judge.eval.clipscore, which cannot be imported here ({e})"
-        ) from None
+    from ..eval.clipscore import clipscore_records
+
     todo = [r for r in records if (r.benchmark, r.model, r.id, "clipscore", "", "") not in done]
     if not todo:
         return 0

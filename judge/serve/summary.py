@@ -24,6 +24,8 @@ from typing import Any
 
 from ..data.atomic import atomic_write, write_json
 from ..data.rubric import OVERALL
+from ..data.schema import ScoreRecord
+from ..metrics import summarize
 
 JUDGE_SOURCE = "judge toolkit"
 CSV_COLUMNS = [
@@ -130,13 +132,7 @@ def unscorable_table(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def metric_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """:func:`judge.metrics.summarize` over the records (empty when the metrics package is missing)."""
-    try:
-        from ..metrics import summarize
-    except ImportError:
-        return []
-    from ..data.schema import ScoreRecord
-
+    """:func:`judge.metrics.summarize` over the records."""
     return summarize([ScoreRecord.model_validate(r) for r in records])
 
 

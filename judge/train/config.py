@@ -14,7 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..data.config import DataConfig, read_config
-from ..data.errors import ConfigError, format_validation_error
+from ..data.errors import ConfigError, invalid
 
 #: Modules of the language model that LoRA adapts by default (Qwen2/Llama-style names).
 LANGUAGE_LINEAR = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
@@ -51,7 +51,7 @@ class TrainConfig(_Strict):
         "full: train every language-model weight (for a small randomly initialised base such as 'tiny').")
     learning_rate: float = Field(2e-4, gt=0)
     num_train_epochs: float = Field(3.0, gt=0)
-    max_steps: int = Field(-1, description="Stop after this many optimizer steps (overrides epochs); -1: off.")
+    max_steps: int = Field(-1, ge=-1, description="Stop after this many optimizer steps (overrides epochs); -1: off.")
     per_device_train_batch_size: int = Field(8, ge=1)
     per_device_eval_batch_size: int = Field(8, ge=1)
     gradient_accumulation_steps: int = Field(1, ge=1)
@@ -69,7 +69,7 @@ class TrainConfig(_Strict):
     save_steps: int | None = Field(None, ge=1, description="Checkpoint every N steps; None: at each evaluation.")
     save_total_limit: int | None = Field(2, ge=1)
     dataloader_num_workers: int = Field(0, ge=0)
-    seed: int | None = Field(None, description="None: the config's top-level seed.")
+    seed: int | None = Field(None, ge=0, description="None: the config's top-level seed.")
 
 
 class EvalConfig(_Strict):
@@ -121,7 +121,7 @@ class RunConfig(_Strict):
     eval: EvalConfig = EvalConfig()
     logging: LoggingConfig = LoggingConfig()
     output_dir: str = "runs/demo"
-    seed: int = 0
+    seed: int = Field(0, ge=0)
 
     @field_validator("logging", mode="before")
     @classmethod
@@ -137,6 +137,8 @@ class RunConfig(_Strict):
     def _consistent(self) -> RunConfig:
         if self.quantization != "none" and self.train.finetune == "full":
             raise ValueError("quantization needs train.finetune: lora (a quantized base cannot be trained fully)")
+        if self.train.max_steps == 0:
+            raise ValueError("train.max_steps must be -1 (train by epochs) or at least 1, got 0")
         if self.eval.strategy == "steps" and self.eval.steps is None:
             raise ValueError("eval.strategy 'steps' needs eval.steps")
         return self
@@ -166,4 +168,4 @@ def load_run_config(path: str | Path, overrides: list[str] | None = None) -> tup
     try:
         return path, RunConfig.model_validate(raw)
     except ValidationError as e:
-        raise ConfigError(f"{path}: invalid config:\n{format_validation_error(e, RunConfig)}") from None
+        raise invalid(f"{path}: invalid config", e, RunConfig) from None
