@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from judge.cli.score import main
+from judge.data.rubric import load_rubric
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -328,24 +329,40 @@ def test_clipscore_baseline_beside_the_metrics(tmp_path, small_demo):
     assert summary["not_scored"] == {"needs_judge": 2}
 
 
-def test_split_files_of_judge_data_build_resolve_their_images(tmp_path, small_demo, monkeypatch):
-    """judge-data build's splits/<split>.jsonl keep absolute image paths under the annotation folder; the
-    build's manifest names that folder, which becomes their image root (images stay inside it)."""
+def test_split_files_of_judge_data_build_work_from_any_folder(tmp_path, small_demo, monkeypatch):
+    """judge-data build keeps the split files' images beside them (splits/images, paths relative to the file),
+    so the build folder can be read from anywhere and moved; a manifest cannot widen the image root."""
+    from judge.cli import data_main
     from judge.data.io import InvalidRecordsError
+    from judge.eval.report import load_human
     from judge.serve.inputs import load_inputs
 
     monkeypatch.chdir(tmp_path)
-    rec = json.loads(small_demo.read_text().splitlines()[0])
-    for part in (*rec["question"], *rec["response"]):
-        if part.get("type") == "image":
-            part["image"] = str(small_demo.parent / part["image"])
-    split = write_jsonl(tmp_path / "run" / "data" / "splits" / "test.jsonl", [rec])
-    (tmp_path / "run" / "data" / "manifest.json").write_text(
-        json.dumps({"annotation_files": [str(small_demo)], "data_config": {"image_root": None}})
-    )
+    build = tmp_path / "proj" / "runs" / "data"
+    assert data_main(["build", "--config", "rubric6", "--no-tokens", "--set", f"data.annotations=[{small_demo}]",
+                      "--out", str(build)]) == 0
+    split = build / "splits" / "test.jsonl"
+    raw = [json.loads(x) for x in split.read_text().splitlines()]
+    images = [s["image"] for r in raw for s in r["question"] + r["response"] if s["type"] == "image"]
+    assert images and all(p.startswith("images/") for p in images)  # relative to the split file
+    assert all((split.parent / p).is_file() for p in images)
+
+    elsewhere = tmp_path / "other"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    moved = tmp_path / "moved"
+    build.rename(moved)
+    split = moved / "splits" / "test.jsonl"
     records = load_inputs([split]).records
-    assert [r.id for r in records] == [rec["id"]] and records[0].benchmark == "mmie"
-    # Without the manifest the same paths leave the file's folder: refused, naming the field.
-    (tmp_path / "run" / "data" / "manifest.json").unlink()
-    with pytest.raises(InvalidRecordsError, match=r"test.jsonl:1.*question\[1\]\.image"):
-        load_inputs([split])
+    assert len(records) == len(raw) and records[0].benchmark == "mmie"
+    assert len(load_human([split], load_rubric("mmie"), check_images=True)) == len(raw)
+
+    # A split record pointing outside its folder is refused, whatever a manifest says.
+    rec = raw[0]
+    rec["response"][1]["image"] = str(small_demo.parent / "images" / Path(rec["response"][1]["image"]).name)
+    bad = write_jsonl(moved / "splits" / "bad.jsonl", [rec])
+    manifest = json.loads((moved / "manifest.json").read_text())
+    manifest["data_config"]["image_root"] = "/"
+    (moved / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(InvalidRecordsError, match=r"bad.jsonl:1.*response\[1\]\.image.*leaves its root"):
+        load_inputs([bad])

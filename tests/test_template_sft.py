@@ -1,5 +1,4 @@
 import json
-from pathlib import Path
 
 import pytest
 from PIL import Image
@@ -148,6 +147,7 @@ def test_build_writes_dataset_jsonl_and_stats(tmp_path, small_demo, tiny):
     assert isinstance(row["images"][0], Image.Image)
     assert row["num_tokens"] > 0
     first = json.loads((out / "train.jsonl").read_text().splitlines()[0])
-    assert Path(first["images"][0]).is_file()
+    assert first["images"][0].startswith("splits/images/") and (out / first["images"][0]).is_file()
+    assert manifest["split_images"]["files"] == len(list((out / "splits" / "images").rglob("*.png"))) > 0
     assert manifest["rubric"]["name"] == "mmie" and len(manifest["data_hash"]) == 64
     assert stats["splits"]["train"]["tokens_per_example"]["max"] >= stats["splits"]["train"]["tokens_per_example"]["min"]

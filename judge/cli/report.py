@@ -27,7 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "unless --clip-model)")
     p.add_argument("--rubric", default="mmie", help="rubric name in rubrics/ or a YAML path (default: mmie)")
     p.add_argument("--root", help="resolve the human files' relative image paths from this folder (default: each "
-                   "file's folder; for a judge-data build split, the folder its build used)")
+                   "file's folder)")
     p.add_argument("--out", default="runs/report", help="output folder (default: runs/report)")
     p.add_argument("--clip-model", metavar="PATH|tiny",
                    help="also compute CLIPScore on the human file's responses with this CLIP checkpoint (folder, "

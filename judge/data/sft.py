@@ -248,20 +248,31 @@ def _summary(xs: list[int]) -> dict[str, float] | None:
             "p95": s[min(len(s) - 1, math.ceil(0.95 * len(s)) - 1)], "max": s[-1]}
 
 
+#: Where a build keeps the images of its split files: ``<out>/splits/images`` (the split files' own folder is
+#: their image root, so they work from any folder and the build folder can move).
+SPLIT_IMAGES = "images"
+
+
 def write_sft(build: SFTBuild, out_dir: str | Path, manifest: dict[str, Any]) -> Path:
     """Write the dataset (``datasets`` on disk, images embedded), JSONL copies, split records and stats.
 
     Layout of ``out_dir``: ``dataset/`` (a DatasetDict: train, validation, test),
-    ``{split}.jsonl`` (examples, images as paths), ``splits/{split}.jsonl`` (the
-    annotation records of each split, for reports), ``stats.json``, ``manifest.json``.
+    ``{split}.jsonl`` (examples, images as paths relative to ``out_dir``), ``splits/{split}.jsonl``
+    (the annotation records of each split, for judge-score and judge-report, images as paths
+    relative to ``splits/``), ``splits/images/`` (those images, hard-linked or copied), ``stats.json``,
+    ``manifest.json``.
     """
     import datasets
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    placed = place_images([p for recs in build.records.values() for r in recs for p in r.images],
+                          out_dir / "splits" / SPLIT_IMAGES)
     for split in SPLITS:
-        write_jsonl(out_dir / f"{split}.jsonl", build.examples[split])
-        write_jsonl(out_dir / "splits" / f"{split}.jsonl", build.records[split])
+        write_jsonl(out_dir / f"{split}.jsonl", [
+            {**ex, "images": [_rel(placed, p, "splits/") for p in ex["images"]]} for ex in build.examples[split]])
+        write_jsonl(out_dir / "splits" / f"{split}.jsonl", [_with_images(r, placed) for r in build.records[split]])
+    manifest = {**manifest, "split_images": {"folder": f"splits/{SPLIT_IMAGES}", "files": len(placed)}}
     features = _features()
     # An empty split still gets its columns (from_list([]) would give a dataset without any).
     dd = datasets.DatasetDict({
@@ -284,6 +295,44 @@ def write_sft(build: SFTBuild, out_dir: str | Path, manifest: dict[str, Any]) ->
     write_json(out_dir / "stats.json", build.stats)
     write_json(out_dir / "manifest.json", {**manifest, "written": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
     return out_dir
+
+
+def place_images(paths: Sequence[str], folder: Path) -> dict[str, str]:
+    """Hard-link (else copy) each local image into ``folder``, keeping its path below the images' common
+    folder; returns absolute source -> path relative to ``folder``'s parent. URLs are left as they are.
+    The folder is rebuilt from scratch, so images of an earlier build do not linger."""
+    local = sorted({p for p in paths if Path(p).is_absolute()})
+    # Built beside, then swapped in: the sources may be the images of an earlier build in this very folder.
+    tmp = folder.with_name(folder.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    out = {}
+    base = Path(os.path.commonpath([str(Path(p).parent) for p in local])) if local else None
+    for src in local:
+        rel = Path(src).relative_to(base)
+        dst = tmp / rel
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.link(src, dst)
+        except OSError:  # another file system, or links not allowed: a copy
+            shutil.copy2(src, dst)
+        out[src] = f"{folder.name}/{rel.as_posix()}"
+    shutil.rmtree(folder, ignore_errors=True)
+    tmp.rename(folder)
+    return out
+
+
+def _rel(placed: dict[str, str], path: str, prefix: str = "") -> str:
+    return prefix + placed[path] if path in placed else path
+
+
+def _with_images(rec: AnnotationRecord, placed: dict[str, str]) -> AnnotationRecord:
+    rec = rec.model_copy(deep=True)
+    for content in (rec.question, rec.response, rec.reference):
+        for seg in content or []:
+            if getattr(seg, "type", None) == "image":
+                seg.image = _rel(placed, seg.image)
+    return rec
 
 
 def _features():
@@ -310,27 +359,3 @@ def _features():
     })
 
 
-def split_image_root(path: str | Path) -> str | None:
-    """The image root of a ``judge-data build`` split file (``<out>/splits/<split>.jsonl``), or None.
-
-    Split records keep the absolute image paths their annotation files resolved to, which lie
-    outside the split's folder; the build's ``manifest.json`` names where they were resolved
-    (``data_config.image_root``, else the annotation files' folder), so that folder is the root
-    they must stay inside. Its paths are relative to where the build ran (normally the
-    repository root); when they do not resolve from here, there is no root (pass ``--root``).
-    """
-    path = Path(path)
-    manifest = path.parent.parent / "manifest.json"
-    if path.parent.name != "splits" or not manifest.is_file():
-        return None
-    try:
-        m = json.loads(manifest.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
-        return None
-    image_root = (m.get("data_config") or {}).get("image_root")
-    if image_root:
-        return str(Path(image_root).resolve()) if Path(image_root).is_dir() else None
-    folders = {str(Path(f).resolve().parent) for f in m.get("annotation_files") or [] if Path(f).is_file()}
-    if not folders:
-        return None
-    return os.path.commonpath(sorted(folders))

@@ -38,7 +38,6 @@ from pathlib import Path
 from ..data.atomic import atomic_write, write_json
 from ..data.errors import JudgeError
 from ..data.rubric import OVERALL, Rubric, load_rubric
-from ..data.sft import split_image_root
 from .bootstrap import STATS, ClusterBootstrap, bootstrap_correlations, paired_bootstrap, seeded_rng
 from .ceiling import human_ceiling
 from .matching import HumanItem, Scorer, human_items, load_score_file, match_scorer, split_by_metric
@@ -128,8 +127,7 @@ def run_report(
 ) -> ReportResult:
     """Load, match, compute and write a report; see the module docstring. Raises :class:`JudgeError`.
 
-    ``root`` is where the human files' relative image paths resolve (default: each file's folder, or
-    for a ``judge-data build`` split file the folder its build resolved images in).
+    ``root`` is where the human files' relative image paths resolve (default: each file's folder).
     """
     from ..data.io import write_jsonl
 
@@ -206,14 +204,14 @@ def load_human(paths: Sequence[str | Path], rubric: Rubric, *, root: str | Path 
                check_images: bool = False) -> list:
     """Annotation records of every human file, checked against the rubric; ids must be unique across files.
 
-    Each file resolves its images from ``root``, else its split build's image root
-    (:func:`split_image_root`), else its own folder.
+    Each file resolves its images from ``root``, else its own folder (a ``judge-data build`` split file
+    keeps its images beside it, under ``splits/images``).
     """
     from ..data.io import load_annotations
 
     records, first = [], {}
     for p in paths:
-        recs = load_annotations(p, rubric=rubric, root=root or split_image_root(p), check_images=check_images).records
+        recs = load_annotations(p, rubric=rubric, root=root, check_images=check_images).records
         for r in recs:
             if r.id in first:
                 raise JudgeError(f"{p}: record id {r.id!r} is also in {first[r.id]}; human files must not overlap")
@@ -776,5 +774,5 @@ def load_report(path: str | Path) -> dict:
 __all__ = [
     "SMALL_N", "Doc", "ReportResult", "ScoreSpec", "Slice", "build_document", "build_report", "format_main_table",
     "load_human", "load_report", "main_table", "make_plots", "make_slices", "run_report", "slice_test",
-    "split_image_root", "write_report",
+    "write_report",
 ]

@@ -25,7 +25,6 @@ from ..data.benchmarks import drop_duplicate_predictions
 from ..data.errors import ConfigError, JudgeError, RecordError
 from ..data.io import InvalidRecordsError, iter_json_records, load_annotations
 from ..data.schema import AnnotationRecord, PredictionRecord
-from ..data.sft import split_image_root
 
 INPUT_FORMATS = ("auto", "canonical", "mmie", "milebench", "mmra", "annotations")
 
@@ -122,7 +121,7 @@ def load_inputs(
             per_file.append((p, format))
     for p, fmt in per_file:
         if fmt == "annotations":
-            res = load_annotations(p, check_images=False, collect=True, root=root or split_image_root(p))
+            res = load_annotations(p, check_images=False, collect=True, root=root)
             recs = [annotation_as_prediction(r, annotation_benchmark) for r in res.records]
             detected = "annotations"
         else:
