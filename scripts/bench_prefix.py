@@ -8,7 +8,7 @@ minus writing). The JSON result goes to ``benchmarks/results/`` with the machine
 (CPU count, threads, load average before and after: other jobs on a shared machine skew timings).
 
     python scripts/bench_prefix.py                    # tiny judge, first 60 demo responses, 3 runs each
-    python scripts/bench_prefix.py --limit 0          # the whole demo set (300 responses)
+    python scripts/bench_prefix.py --all              # the whole demo set (300 responses)
     python scripts/bench_prefix.py --threads 1        # steadier on a CPU shared with other jobs
     python scripts/bench_prefix.py --device cuda --dtype bfloat16
 """
@@ -28,19 +28,23 @@ sys.path.insert(0, str(REPO))
 
 
 def main(argv: list[str] | None = None) -> int:
+    from judge.cli._common import positive_int
+
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--input", default=str(REPO / "annotations/demo/annotations.jsonl"))
     p.add_argument("--judge", default="tiny")
     p.add_argument("--rubric", default="mmie")
-    p.add_argument("--limit", type=int, default=60, help="responses to score (0: all; default 60)")
-    p.add_argument("--repeats", type=int, default=3)
+    size = p.add_mutually_exclusive_group()
+    size.add_argument("--limit", type=positive_int, default=60, help="score the first N responses (default 60)")
+    size.add_argument("--all", action="store_true", help="score every response of --input")
+    p.add_argument("--repeats", type=positive_int, default=3)
     p.add_argument("--device", default="auto")
     p.add_argument("--dtype", default="auto")
-    p.add_argument("--batch-size", type=int, default=16, help="responses per forward pass (default 16)")
-    p.add_argument("--batch-tokens", type=int, default=16384)
+    p.add_argument("--batch-size", type=positive_int, default=16, help="responses per forward pass (default 16)")
+    p.add_argument("--batch-tokens", type=positive_int, default=16384)
     p.add_argument(
         "--threads",
-        type=int,
+        type=positive_int,
         help="torch intra-op threads (default: torch's own choice). On a machine "
         "shared with other jobs, 1 avoids threads stalling each other and gives steadier timings",
     )
@@ -60,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     device = resolve_device(args.device)
     model, processor = load_judge_model(spec, device=device, dtype=args.dtype)
     records = load_inputs([args.input]).records
-    if args.limit:
+    if not args.all:
         records = records[: args.limit]
     n_criteria = sum(len(spec.rubric.family(r.task).criterion_ids) for r in records)
     load_before = os.getloadavg()

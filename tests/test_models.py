@@ -108,6 +108,11 @@ def test_load_scorer_tiny_spec_and_adapter(tmp_path, rubric):
     with torch.no_grad():
         assert not torch.allclose(plain(**batch).logits, adapted(**batch).logits)
         assert torch.allclose(peft_model(**batch).logits, adapted(**batch).logits, atol=1e-6)
+    # The same adapter pickled (adapter_model.bin) is refused: weights load from safetensors only.
+    peft_model.save_pretrained(tmp_path / "pickled", safe_serialization=False)
+    assert (tmp_path / "pickled" / "adapter_model.bin").is_file()
+    with pytest.raises(ConfigError, match="safetensors only"):
+        load_scorer("tiny", adapter=str(tmp_path / "pickled"))
 
 
 def test_stock_internvl_hub_layout_loads_image_only(tmp_path):

@@ -101,7 +101,7 @@ def _validate(args) -> int:
 def _build(args) -> int:
     from ..data.build import build_sft_dataset
     from ..data.config import load_data_sections
-    from ..models.loading import load_processor
+    from ..models.loading import check_model_source, load_processor
 
     overrides = args.overrides + (["data.skip_invalid=true"] if args.skip_invalid else [])
     sections = load_data_sections(args.config, overrides)
@@ -111,6 +111,7 @@ def _build(args) -> int:
         if source is None:
             raise JudgeError("no processor to count tokens with: set model.path in the config, pass "
                              "--processor, or --no-tokens")
+        check_model_source(str(source))
         processor = load_processor(str(source))
     build_sft_dataset(sections, processor, out_dir=args.out, config_path=args.config)
     return 0

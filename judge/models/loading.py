@@ -61,17 +61,46 @@ def resolve_dtype(dtype: str | torch.dtype, device: str) -> torch.dtype:
     return DTYPES[dtype]
 
 
-def check_model_source(path_or_id: str) -> None:
-    """Fail early, in words, on a model folder that is missing or incomplete."""
+def check_model_source(path_or_id: str, hint: str = "") -> None:
+    """Fail early, in words, on a model that cannot be loaded: a folder that is missing, incomplete or holds
+    no safetensors weights, or a hub id that is neither in the local Hugging Face cache nor reachable.
+    ``hint`` is added to a hub error (e.g. where to go without a checkpoint)."""
     if _TINY.match(path_or_id):
         return
     p = Path(path_or_id)
     if p.exists():
         if not (p / "config.json").is_file():
             raise ConfigError(f"model folder {str(p)!r} has no config.json; is it a saved model?")
+        if not any(p.glob("*.safetensors")):
+            raise ConfigError(f"model folder {str(p)!r} has no .safetensors weights (judge loads weights from "
+                              "safetensors only; re-save with save_pretrained(..., safe_serialization=True))")
         return
     if not _HUB_ID.match(path_or_id) or path_or_id.startswith((".", "/", "~")):
         raise ConfigError(f"model folder {path_or_id!r} does not exist (and it is not a hub id like 'org/name')")
+    _check_hub_model(path_or_id, hint)
+
+
+def _check_hub_model(repo_id: str, hint: str) -> None:
+    """A hub id is usable when its config is in the local cache, or the hub answers for it (a short probe,
+    so a machine without the hub fails in a second instead of after minutes of retries)."""
+    import os
+
+    from huggingface_hub import HfApi, try_to_load_from_cache
+
+    if isinstance(try_to_load_from_cache(repo_id, "config.json"), str):
+        return
+    tail = f"; {hint}" if hint else ""
+    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
+        raise ConfigError(f"model {repo_id!r} is not in the local Hugging Face cache and HF_HUB_OFFLINE is set: "
+                          f"download it where the hub is reachable (huggingface-cli download {repo_id}), or set "
+                          f"the model to a local folder{tail}")
+    try:
+        HfApi().model_info(repo_id, timeout=10)
+    except Exception as e:  # noqa: BLE001 - any failure means the same to the user: the model is not to be had
+        raise ConfigError(f"model {repo_id!r} is not in the local Hugging Face cache and the hub cannot provide "
+                          f"it ({type(e).__name__}: {str(e).splitlines()[0][:160]}); download it where the hub is "
+                          f"reachable (huggingface-cli download {repo_id}), or set the model to a local folder"
+                          f"{tail}") from None
 
 
 def load_processor(path_or_id: str, trust_remote_code: bool = False):
@@ -115,8 +144,13 @@ def load_scorer(
     is None, ``"4bit"`` (NF4) or ``"8bit"`` through bitsandbytes.
     """
     check_model_source(path_or_id)
-    if adapter is not None and not (Path(adapter) / "adapter_config.json").is_file():
-        raise ConfigError(f"adapter folder {adapter!r} has no adapter_config.json")
+    if adapter is not None:
+        if not (Path(adapter) / "adapter_config.json").is_file():
+            raise ConfigError(f"adapter folder {adapter!r} has no adapter_config.json")
+        if not (Path(adapter) / "adapter_model.safetensors").is_file():
+            # PEFT would fall back to a pickled adapter_model.bin; weights load from safetensors only.
+            raise ConfigError(f"adapter folder {adapter!r} has no adapter_model.safetensors (judge loads weights "
+                              "from safetensors only; re-save the adapter with safe_serialization=True)")
     torch_dtype = resolve_dtype(dtype, device)
     m = _TINY.match(path_or_id)
     if m and quantization is not None:
