@@ -1,4 +1,4 @@
-"""Bad input is refused with an error naming its file, 1-based line and field (DESIGN.md, reliability rules).
+"""Bad input is refused with an error naming its file, 1-based line and field (docs/design.md, reliability rules).
 
 Every test builds a small real annotation file under ``tmp_path`` (JSON Lines or JSON
 text, PNG images drawn with PIL), puts the bad record after a good one, and checks
