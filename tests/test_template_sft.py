@@ -151,3 +151,16 @@ def test_build_writes_dataset_jsonl_and_stats(tmp_path, small_demo, tiny):
     assert manifest["split_images"]["files"] == len(list((out / "splits" / "images").rglob("*.png"))) > 0
     assert manifest["rubric"]["name"] == "mmie" and len(manifest["data_hash"]) == 64
     assert stats["splits"]["train"]["tokens_per_example"]["max"] >= stats["splits"]["train"]["tokens_per_example"]["min"]
+
+
+def test_an_empty_split_loads_back_empty_with_its_columns(tmp_path, small_demo):
+    from judge.data.build import build_sft_dataset
+    from judge.data.sft import load_sft_dataset
+
+    # datasets cannot load an empty split saved to disk: a build with no test split must still load.
+    cfg = _cfg(small_demo, split={"train": 0.8, "validation": 0.2, "test": 0})
+    out = build_sft_dataset(DataSections(data=cfg, output_dir=str(tmp_path / "run")), None, log=lambda s: None,
+                            progress=False)
+    dd = load_sft_dataset(out)
+    assert len(dd["test"]) == 0 and len(dd["train"]) > 0 and len(dd["validation"]) > 0
+    assert dd["test"].column_names == dd["train"].column_names

@@ -77,3 +77,28 @@ def test_too_long_is_an_error_naming_the_example(tiny, rubric, small_demo):
     ex = _examples(rubric, small_demo, n=1)[0]
     with pytest.raises(LengthError, match=ex["id"].replace("+", r"\+") + r".*tokens.*never truncated"):
         JudgeCollator(processor, max_length=100)([ex])
+
+
+def test_labels_only_loss_equals_the_stock_loss(tiny, rubric, small_demo):
+    from judge.train.loss import labels_only_loss, right_align
+
+    model, processor = tiny
+    exs = _examples(rubric, small_demo, n=4)
+    exs[1]["completion"] = completion_messages(build_target(2, "Two of the images match the text.", "rationale_score"))
+    batch = JudgeCollator(processor)(exs)
+    aligned = right_align(batch)
+    # Right-aligned: every row ends in the last column; the same tokens, positions counting real tokens.
+    assert (aligned["attention_mask"][:, -1] == 1).all()
+    for i in range(len(exs)):
+        keep = batch["attention_mask"][i].bool()
+        assert torch.equal(aligned["input_ids"][i, aligned["attention_mask"][i].bool()], batch["input_ids"][i, keep])
+    with torch.no_grad():
+        stock = model(**batch).loss
+        mine, out = labels_only_loss(model, aligned)
+        n = int((batch["labels"][:, 1:] != IGNORE_INDEX).sum())
+        stock_n = model(**batch, num_items_in_batch=3 * n).loss
+        mine_n, _ = labels_only_loss(model, aligned, 3 * n)
+    assert abs(stock.item() - mine.item()) < 1e-5 and abs(stock_n.item() - mine_n.item()) < 1e-5
+    # The head ran on the completion columns only (the longest completion, plus one), not the whole row.
+    k = int((aligned["labels"] != IGNORE_INDEX).any(0).sum())
+    assert out.logits.shape[1] == k + 1 < batch["input_ids"].shape[1] // 4

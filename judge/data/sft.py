@@ -274,11 +274,10 @@ def write_sft(build: SFTBuild, out_dir: str | Path, manifest: dict[str, Any]) ->
         write_jsonl(out_dir / "splits" / f"{split}.jsonl", [_with_images(r, placed) for r in build.records[split]])
     manifest = {**manifest, "split_images": {"folder": f"splits/{SPLIT_IMAGES}", "files": len(placed)}}
     features = _features()
-    # An empty split still gets its columns (from_list([]) would give a dataset without any).
+    # Empty splits are not saved: datasets cannot load an empty split back (load_sft_dataset makes them).
     dd = datasets.DatasetDict({
-        split: datasets.Dataset.from_list(build.examples[split], features=features) if build.examples[split]
-        else datasets.Dataset.from_dict({k: [] for k in features}, features=features)
-        for split in SPLITS
+        split: datasets.Dataset.from_list(build.examples[split], features=features)
+        for split in SPLITS if build.examples[split]
     })
     # Written beside, then swapped in, so a crash never leaves a half-written dataset/.
     tmp, final = out_dir / ".dataset.tmp", out_dir / "dataset"
@@ -295,6 +294,20 @@ def write_sft(build: SFTBuild, out_dir: str | Path, manifest: dict[str, Any]) ->
     write_json(out_dir / "stats.json", build.stats)
     write_json(out_dir / "manifest.json", {**manifest, "written": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
     return out_dir
+
+
+def load_sft_dataset(out_dir: str | Path):
+    """The ``DatasetDict`` a build wrote (``<out_dir>/dataset``), every split present: an empty one (not
+    saved) comes back empty, with its columns."""
+    import datasets
+
+    saved = datasets.load_from_disk(str(Path(out_dir) / "dataset"))
+    features = _features()
+    return datasets.DatasetDict({
+        split: saved[split] if split in saved else datasets.Dataset.from_dict({k: [] for k in features},
+                                                                             features=features)
+        for split in SPLITS
+    })
 
 
 def place_images(paths: Sequence[str], folder: Path) -> dict[str, str]:

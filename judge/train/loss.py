@@ -1,0 +1,53 @@
+"""The training loss on the label positions only.
+
+A judge's completion is a few tokens (the score and the end of turn; a rationale at most a few
+hundred), while its prompt, images expanded, runs to thousands. The stock causal-LM loss runs the
+language-model head on every position: for a 150k-token vocabulary that is about 10% of a 4B
+model's training FLOPs and, in float32 for the loss, several GB of logits per batch, for positions
+whose labels are all ignored. Here the batch is right-aligned (left padding, explicit position ids,
+so the model sees the same sequences), every completion ends in the last column, and the head runs
+on the last ``k + 1`` positions only, ``k`` being the longest completion of the batch.
+
+The value equals the stock loss (``model(**batch).loss``) on the same examples: the mean over the
+label tokens, or their sum divided by ``num_items_in_batch`` when the trainer gives it (gradient
+accumulation), as transformers' causal-LM loss does.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+IGNORE_INDEX = -100
+
+
+def right_align(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Move each row's tokens to the right end (left padding) and add position ids that count real tokens."""
+    mask = batch["attention_mask"]
+    width = mask.shape[1]
+    shift = width - mask.sum(1)
+    idx = (torch.arange(width, device=mask.device)[None, :] - shift[:, None]) % width
+    out = dict(batch)
+    for key in ("input_ids", "attention_mask", "labels"):
+        out[key] = batch[key].gather(1, idx)
+    out["position_ids"] = (out["attention_mask"].cumsum(-1) - 1).clamp(min=0)
+    return out
+
+
+def labels_only_loss(model, batch: dict[str, torch.Tensor], num_items_in_batch: int | torch.Tensor | None = None):
+    """Cross-entropy on the label positions of a right-aligned batch (:func:`right_align`), the LM head run
+    on the last ``k + 1`` positions only. Returns ``(loss, outputs)``."""
+    labels = batch["labels"]
+    has = (labels != IGNORE_INDEX).any(0).nonzero()
+    k = int(labels.shape[1] - has[0, 0]) if len(has) else 1
+    inputs = {key: v for key, v in batch.items() if key != "labels"}
+    out = model(**inputs, logits_to_keep=k + 1, use_cache=False)
+    logits = out.logits[:, :-1, :].float()  # position t predicts token t + 1
+    target = labels[:, -k:].to(logits.device)
+    total = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1), ignore_index=IGNORE_INDEX,
+                            reduction="sum")
+    if num_items_in_batch is None:
+        denom = (target != IGNORE_INDEX).sum().clamp(min=1)
+    else:
+        denom = torch.as_tensor(num_items_in_batch, device=total.device)
+    return total / denom, out
