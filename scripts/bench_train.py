@@ -308,8 +308,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--model-dir", help="where the random model is saved (reused if it holds one; default: a "
                    "temporary folder, removed at the end)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--save-only", action="store_true",
+                   help="save the random model (and its processor) to --model-dir, and stop: a base for judge-train")
     p.add_argument("--out", default=str(REPO / "benchmarks/results"))
     args = p.parse_args(argv)
+    if args.save_only and not args.model_dir:
+        p.error("--save-only needs --model-dir")
     configs = [c.strip() for c in args.configs.split(",") if c.strip()]
     bad = set(configs) - set(CONFIGS)
     if bad:
@@ -347,6 +351,8 @@ def main(argv: list[str] | None = None) -> int:
             del model
             bs.reset_peak(device)
             print(f"saved the random {shape.name} model to {model_dir} in {time.perf_counter() - t0:.1f} s")
+        if args.save_only:
+            return 0
 
         n_examples = args.batch_size * (args.steps + args.warmup_steps)
         per_response = len(rubric.family("SA").criterion_ids)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The main job on the shipped demo set, from a fresh checkout (after `pip install -e .`):
 #   1. validate the demo annotations against the MMIE rubric (summary, agreement, every problem);
-#   2. train the demo judge (rubrics/rubric6.yaml): build the SFT data into runs/demo/data/, train the
+#   2. train the demo judge (judge/rubrics/demo.yaml: the tiny local model, trained fully): build the SFT data into runs/demo/data/, train the
 #      tiny InternVL model, validate against the annotators while it trains, write runs/demo/judge/;
 #   3. score the held-out test split with the trained judge and with the same model untrained;
 #   4. report both against the simulated annotators, beside CLIPScore from a tiny random CLIP.
@@ -23,7 +23,7 @@ $judge_data validate annotations/demo/annotations.jsonl --rubric mmie
 
 echo
 echo "== judge-train"
-$judge_train --config rubric6.yaml
+$judge_train --config demo
 
 echo
 echo "== judge-score: the trained judge on the test split"

@@ -7,7 +7,7 @@ from judge.cli import data_main
 
 def test_build_command_end_to_end(tmp_path, small_demo, capsys):
     out = tmp_path / "sft"
-    code = data_main(["build", "--config", "rubric6.yaml", "--set", f"data.annotations=[{small_demo}]",
+    code = data_main(["build", "--config", "demo", "--set", f"data.annotations=[{small_demo}]",
                       "--out", str(out)])
     assert code == 0
     printed = capsys.readouterr().out
@@ -17,7 +17,7 @@ def test_build_command_end_to_end(tmp_path, small_demo, capsys):
 
 
 def test_build_bad_config_exits_2_with_message(tmp_path, capsys):
-    assert data_main(["build", "--config", "rubric6.yaml", "--set", "data.target=essay"]) == 2
+    assert data_main(["build", "--config", "demo", "--set", "data.target=essay"]) == 2
     err = capsys.readouterr().err
     assert "data.target" in err and "essay" in err
 
@@ -37,7 +37,7 @@ def test_build_stops_on_a_bad_record_or_skips_it_when_asked(tmp_path, small_demo
     lines[4] = json.dumps(bad)
     broken = small_demo.parent / "broken.jsonl"
     broken.write_text("\n".join(lines) + "\n")
-    args = ["build", "--config", "rubric6.yaml", "--set", f"data.annotations=[{broken}]", "--no-tokens",
+    args = ["build", "--config", "demo", "--set", f"data.annotations=[{broken}]", "--no-tokens",
             "--out", str(tmp_path / "sft")]
     assert data_main(args) == 2
     err = capsys.readouterr().err

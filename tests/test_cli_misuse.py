@@ -81,9 +81,13 @@ CASES = [
     ("judge-train", "--config rubric6 --set output_dir={train_out} --set train.learnig_rate=1", "learnig_rate"),
     ("judge-train", "--config rubric6 --set output_dir={train_out} --set train.max_steps=0", "train.max_steps"),
     ("judge-train", "--config rubric6 --set output_dir={train_out} --set seed=-1", "seed"),
-    ("judge-train", "--config rubric6 --set output_dir={train_out} --resume", "--resume"),
+    ("judge-train", "--config demo --set output_dir={train_out} --resume", "--resume"),
     ("judge-train", "--config rubric6 --set output_dir={train_out} --set model.path={root}/no_model", "no_model"),
-    ("judge-train", "--config rubric6 --set output_dir={train_out} --set data.annotations=[{empty}]",
+    # The real recipe's base is a hub checkpoint: not in the cache and no hub here, it fails at once, naming the
+    # model and pointing to the demo config.
+    ("judge-train", "--config rubric6 --set output_dir={train_out}", "OpenGVLab/InternVL3-2B-hf"),
+    ("judge-train", "--config rubric6 --set output_dir={train_out}", "--config demo"),
+    ("judge-train", "--config demo --set output_dir={train_out} --set data.annotations=[{empty}]",
      "empty.jsonl"),
     ("judge-report", "--human {human} --scores tiny={score_out}/scores.jsonl --out {report_out} --bootstrap 0",
      "--bootstrap"),

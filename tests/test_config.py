@@ -5,10 +5,11 @@ from judge.data.errors import ConfigError
 
 
 def test_shipped_config_resolves_by_bare_name():
-    s = load_data_sections("rubric6.yaml")
+    s = load_data_sections("demo.yaml")
     assert s.rubric == "mmie" and s.data.annotations == ["annotations/demo/annotations.jsonl"]
     assert str(s.data_dir) == "runs/demo/data"
     assert s.other["model"]["path"] == "tiny"
+    assert load_data_sections("rubric6").other["model"]["path"] == "OpenGVLab/InternVL3-2B-hf"
 
 
 def test_overrides():

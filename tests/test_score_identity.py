@@ -138,7 +138,7 @@ def qlora_judge(small_demo, tmp_path_factory) -> Path:
     from judge.train import train_judge
 
     out = tmp_path_factory.mktemp("qlora")
-    train_judge("rubric6.yaml", [f"data.annotations=[{small_demo}]", f"output_dir={out}", "quantization=4bit",
+    train_judge("demo", [f"data.annotations=[{small_demo}]", f"output_dir={out}", "quantization=4bit",
                                  "train.finetune=lora", "train.max_steps=3", "train.per_device_train_batch_size=4",
                                  "train.learning_rate=1e-2", "eval.strategy=no", "eval.at_start=false"])
     return out / "judge"

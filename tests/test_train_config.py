@@ -12,11 +12,17 @@ from judge.data.errors import ConfigError
 from judge.train.config import load_run_config
 
 
-def test_shipped_config_is_valid():
+def test_shipped_configs_are_valid():
     path, cfg = load_run_config("rubric6.yaml")
     assert path.name == "rubric6.yaml"
-    assert cfg.model.path == "tiny" and cfg.rubric == "mmie"
-    assert cfg.eval.best_metric == "overall_spearman" and cfg.eval.greater
+    # The real recipe: an HF-native InternVL base, LoRA on the language model, vision tower and projector frozen, bf16.
+    assert cfg.model.path == "OpenGVLab/InternVL3-2B-hf" and cfg.model.dtype == "bfloat16"
+    assert cfg.train.finetune == "lora" and cfg.lora.target_modules == "language" and cfg.quantization == "none"
+    assert not cfg.lora.train_vision and not cfg.lora.train_projector and cfg.train.gradient_checkpointing
+    assert cfg.eval.best_metric == "overall_spearman" and cfg.eval.greater and cfg.rubric == "mmie"
+    # The demo recipe: the tiny local model, trained fully.
+    path, demo = load_run_config("demo")
+    assert path.name == "demo.yaml" and demo.model.path == "tiny" and demo.train.finetune == "full"
 
 
 def test_override_and_unknown_key_errors():
@@ -35,7 +41,7 @@ def test_override_and_unknown_key_errors():
 
 
 def _cli(capsys, *args) -> tuple[int, str]:
-    code = train_main(["--config", "rubric6.yaml", *args])
+    code = train_main(["--config", "demo", *args])
     return code, capsys.readouterr().err
 
 
@@ -49,7 +55,7 @@ def test_prebuilt_data_with_another_rubric_hash_is_refused(tmp_path, capsys, sma
     from judge.cli.data import data_main
 
     out = tmp_path / "data"
-    assert data_main(["build", "--config", "rubric6.yaml", "--set", f"data.annotations=[{small_demo}]",
+    assert data_main(["build", "--config", "demo", "--set", f"data.annotations=[{small_demo}]",
                       "--no-tokens", "--out", str(out)]) == 0
     manifest = json.loads((out / "manifest.json").read_text())
     manifest["rubric"]["hash"] = "0" * 64

@@ -6,9 +6,9 @@ from judge.train import train_judge
 
 
 def test_short_training_raises_validation_correlation(tmp_path):
-    # The shipped rubric6.yaml on the shipped demo set, cut to 150 steps (about 0.8 epoch); the
+    # The shipped demo recipe on the shipped demo set, cut to 150 steps (about 0.8 epoch); the
     # full recipe is what scripts/demo.sh runs.
-    result = train_judge("rubric6.yaml", [f"output_dir={tmp_path}", "train.max_steps=150", "eval.strategy=no",
+    result = train_judge("demo", [f"output_dir={tmp_path}", "train.max_steps=150", "eval.strategy=no",
                                           "train.logging_steps=50"])
     before, after = result.baseline, result.final
     assert before["overall_n"] == after["overall_n"] == 45

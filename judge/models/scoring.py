@@ -24,7 +24,7 @@ of the criterion prompts, so tokenisation is exactly that of the unshared path.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -76,11 +76,34 @@ class Encoded:
     def max_len(self) -> int:
         return max(len(x) for x in self.input_ids)
 
+    @property
+    def lengths(self) -> list[int]:
+        """Token count of each criterion prompt."""
+        return [len(x) for x in self.input_ids]
+
+    @property
+    def shape(self) -> EncodedShape:
+        """What batching needs to know of this request (small enough to send between processes)."""
+        return EncodedShape(tuple(self.lengths), self.prefix_len, self.pixel_values is not None)
+
     def cost(self, share_prefix: bool) -> int:
         """Tokens a forward pass processes for this request (the batching budget's unit)."""
         if share_prefix:
             return self.prefix_len + sum(len(x) - self.prefix_len for x in self.input_ids)
         return sum(len(x) for x in self.input_ids)
+
+
+@dataclass(frozen=True)
+class EncodedShape:
+    """An :class:`Encoded` request without its tokens and pixels: what :func:`plan_batches` packs by."""
+
+    lengths: tuple[int, ...]  #: token count of each criterion prompt
+    prefix_len: int
+    has_pixels: bool  #: whether its forward pass runs the vision tower
+
+    @property
+    def max_len(self) -> int:
+        return max(self.lengths)
 
 
 class ExpectedScorer:
@@ -130,7 +153,6 @@ class ExpectedScorer:
         yield from self.score_encoded(encoded, share_prefix=share_prefix, max_batch_tokens=max_batch_tokens,
                                       max_batch_size=max_batch_size)
 
-    @torch.inference_mode()
     def score_encoded(
         self,
         encoded: Sequence[Encoded],
@@ -140,11 +162,28 @@ class ExpectedScorer:
         max_batch_size: int = 64,
     ) -> Iterator[list[tuple[ScoreRequest, list[CriterionScore]]]]:
         """:meth:`score` for requests already encoded (the engine checks lengths in between)."""
+        yield from self.score_batches(_pack(encoded, share_prefix, max_batch_tokens, max_batch_size),
+                                      share_prefix=share_prefix)
+
+    def score_batches(
+        self, batches: Iterable[Sequence[Encoded]], *, share_prefix: bool = True, grad_mode: str = "inference",
+    ) -> Iterator[list[tuple[ScoreRequest, list[CriterionScore]]]]:
+        """Score batches formed by the caller (e.g. from :func:`plan_batches`), one forward batch each, as given.
+
+        The shared-prefix path runs two forward calls per batch (prefix, then suffixes), the
+        unshared path one; a batch runs the vision tower exactly when one of its requests has
+        images. ``grad_mode`` is ``"inference"`` (``torch.inference_mode``) or ``"no_grad"``: a
+        sharded model (FSDP, DeepSpeed ZeRO-3) that goes on training afterwards must not be run in
+        inference mode, whose tensors its parameter gathering would keep.
+        """
+        if grad_mode not in ("inference", "no_grad"):
+            raise ValueError(f"grad_mode {grad_mode!r} is not 'inference' or 'no_grad'")
         was_training = self.model.training
         _eval_mode(self.model)
         try:
-            for batch in _pack(encoded, share_prefix, max_batch_tokens, max_batch_size):
-                scores = self._shared(batch) if share_prefix else self._unshared(batch)
+            for batch in batches:
+                with torch.inference_mode() if grad_mode == "inference" else torch.no_grad():
+                    scores = self._shared(batch) if share_prefix else self._unshared(batch)
                 yield [(e.request, s) for e, s in zip(batch, scores, strict=True)]
         finally:
             self.model.train(was_training)
@@ -317,26 +356,44 @@ def _positions(mask: torch.Tensor) -> torch.Tensor:
     return (mask.cumsum(-1) - 1).clamp(min=0)
 
 
+def plan_batches(shapes: Sequence[Encoded | EncodedShape], *, share_prefix: bool = True, max_batch_tokens: int = 16384,
+                 max_batch_size: int = 64) -> list[list[int]]:
+    """The forward batches :meth:`ExpectedScorer.score` forms, as lists of indices into ``shapes``.
+
+    Deterministic: the same shapes give the same batches in every process, so distributed
+    validation can plan once for all requests and hand the batches out.
+    """
+    return list(_pack_indices(shapes, share_prefix, max_batch_tokens, max_batch_size))
+
+
 def _pack(encoded: Sequence[Encoded], share_prefix: bool, budget: int, max_size: int) -> Iterator[list[Encoded]]:
     """Longest first, under a budget of tokens processed per forward pass, padding included."""
-    order = sorted(encoded, key=lambda e: -e.max_len)
-    batch: list[Encoded] = []
-    for e in order:
-        cand = batch + [e]
-        if batch and (_batch_cost(cand, share_prefix) > budget or sum(len(x.input_ids) for x in cand) > max_size):
+    for idx in _pack_indices(encoded, share_prefix, budget, max_size):
+        yield [encoded[i] for i in idx]
+
+
+def _pack_indices(items: Sequence[Encoded | EncodedShape], share_prefix: bool, budget: int,
+                  max_size: int) -> Iterator[list[int]]:
+    order = sorted(range(len(items)), key=lambda i: -items[i].max_len)
+    batch: list[int] = []
+    for i in order:
+        cand = batch + [i]
+        members = [items[j] for j in cand]
+        if batch and (_batch_cost(members, share_prefix) > budget
+                      or sum(len(x.lengths) for x in members) > max_size):
             yield batch
-            cand = [e]
+            cand = [i]
         batch = cand
     if batch:
         yield batch
 
 
-def _batch_cost(batch: Sequence[Encoded], share_prefix: bool) -> int:
-    n_seqs = sum(len(e.input_ids) for e in batch)
+def _batch_cost(batch: Sequence[Encoded | EncodedShape], share_prefix: bool) -> int:
+    n_seqs = sum(len(e.lengths) for e in batch)
     if not share_prefix:
         return n_seqs * max(e.max_len for e in batch)
     prefix = max(e.prefix_len for e in batch)
-    suffix = max(len(x) - e.prefix_len for e in batch for x in e.input_ids)
+    suffix = max(n - e.prefix_len for e in batch for n in e.lengths)
     return len(batch) * prefix + n_seqs * (suffix + 1)
 
 

@@ -16,8 +16,7 @@ import torch
 
 from ..data.errors import JudgeError
 from ..models.scoring import encode_prompts, render_prompt
-
-IGNORE_INDEX = -100
+from .loss import IGNORE_INDEX, right_align
 
 
 class LengthError(JudgeError, ValueError):
@@ -29,11 +28,14 @@ class JudgeCollator:
 
     Labels are ``-100`` on the prompt (instructions, rubric, question, response, image
     tokens) and on padding; only the completion (the score, its rationale, the end of
-    turn) carries loss. Padding is on the right.
+    turn) carries loss. Padding is on the right; with ``labels_last`` the rows are
+    right-aligned instead (left padding, explicit ``position_ids``), so every completion ends in
+    the last column, as :func:`judge.train.loss.labels_only_loss` needs.
     """
 
-    def __init__(self, processor, max_length: int | None = None):
+    def __init__(self, processor, max_length: int | None = None, labels_last: bool = False):
         self.processor = processor
+        self.labels_last = labels_last
         self.tokenizer = getattr(processor, "tokenizer", processor)
         self.max_length = max_length
         pad = self.tokenizer.pad_token_id
@@ -75,4 +77,4 @@ class JudgeCollator:
         batch = {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
         if pixels:
             batch["pixel_values"] = torch.cat(pixels)
-        return batch
+        return right_align(batch) if self.labels_last else batch

@@ -7,11 +7,17 @@ The flow of :func:`train_judge`:
    whose rubric hash must match; empty splits fail here, before any model is loaded;
 3. load the base (``judge.models.load_scorer``; 4-/8-bit through bitsandbytes), add LoRA
    adapters on the language model (or train it fully: ``train.finetune: full``);
-4. train with TRL's ``SFTTrainer`` on accelerate (DDP / FSDP / DeepSpeed by ``accelerate
-   launch``), loss on the completion only, scoring the validation split with the
+4. train with TRL's ``SFTTrainer`` on accelerate (DDP / FSDP2 / DeepSpeed ZeRO-2 or -3 by
+   ``accelerate launch``), loss on the completion only, scoring the validation split with the
    scorer judge-score uses at each evaluation and keeping the best checkpoint;
 5. write ``<output_dir>/judge/`` atomically: ``adapter/`` (or ``merged/``), ``processor/``,
-   ``judge_card.json``.
+   ``judge_card.json``. A sharded model's weights are gathered by the accelerator on every
+   process (FSDP's full state dict, ZeRO-3's 16-bit gather) and written by the main one.
+
+Sharded models (FSDP, ZeRO-3) run every forward as a collective: every process must call the
+same modules the same number of times. Validation plans its batches for that
+(``judge.train.validation``); best-checkpoint and resume loading go through the Trainer's own
+FSDP / DeepSpeed loaders, never plain tensors into a sharded model.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import os
 import shutil
 import time
 from collections.abc import Callable
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,6 +39,7 @@ from ..data.errors import ConfigError
 from ..data.rubric import load_rubric
 from ..models.card import CARD_NAME, git_commit, library_versions
 from .config import LANGUAGE_LINEAR, RunConfig, load_run_config
+from .loss import labels_only_loss
 from .validation import ValidationSet, run_validation
 
 HEADLINE = ("overall_spearman", "overall_pearson", "overall_kendall", "overall_mae", "all_spearman")
@@ -49,13 +57,46 @@ class TrainResult:
     best_checkpoint: str | None
 
 
+def _launched_sharding() -> str | None:
+    """``"fsdp"`` or ``"deepspeed"`` when ``accelerate launch`` was given such a config, else None."""
+    if os.environ.get("ACCELERATE_USE_DEEPSPEED", "false").lower() == "true":
+        return "deepspeed"
+    if os.environ.get("ACCELERATE_USE_FSDP", "false").lower() == "true":
+        return "fsdp"
+    return None
+
+
+def _cpu_sharded() -> bool:
+    """FSDP or DeepSpeed launched on a machine without a GPU (processes on the CPU, gloo)."""
+    import torch
+
+    return _launched_sharding() is not None and not torch.cuda.is_available()
+
+
 def _state():
     """accelerate's process state. On a machine without a GPU it must be created with ``cpu=True`` (first),
-    or processes started by ``accelerate launch --multi_gpu`` / torchrun would each think they are alone."""
+    or processes started by ``accelerate launch --multi_gpu`` / torchrun would each think they are alone.
+
+    FSDP and DeepSpeed on CPU processes (gloo): accelerate turns its FSDP and DeepSpeed settings on for
+    GPU kinds of process state only and would silently run plain data parallelism instead. For FSDP the
+    CPU state is marked as a multi-device one, so that the accelerator shards (FSDP2 runs on gloo); for
+    DeepSpeed the state is made the non-CPU way with the gloo backend (DeepSpeed's CPU accelerator uses
+    gloo). The training arguments then keep this state (``use_configured_state``)."""
     import torch
     from accelerate import PartialState
+    from accelerate.utils import DistributedType
 
-    return PartialState(cpu=not torch.cuda.is_available())
+    if PartialState._shared_state:
+        return PartialState()
+    if torch.cuda.is_available():
+        return PartialState()
+    sharding = _launched_sharding()
+    if sharding == "deepspeed" and int(os.environ.get("LOCAL_RANK", -1)) != -1:
+        return PartialState(backend="gloo")
+    state = PartialState(cpu=True)
+    if sharding == "fsdp" and state.distributed_type == DistributedType.MULTI_CPU:
+        PartialState._shared_state["distributed_type"] = DistributedType.MULTI_GPU
+    return state
 
 
 def _is_main() -> bool:
@@ -180,45 +221,70 @@ def _sft_config(cfg: RunConfig, dtype, checkpoints: Path, report_to: list[str]):
                       greater_is_better=ev.greater)
     if t.gradient_checkpointing:
         kwargs["gradient_checkpointing_kwargs"] = {"use_reentrant": False}
+    if _cpu_sharded():
+        # The training arguments would otherwise rebuild accelerate's state as a CPU one (see _state).
+        kwargs["accelerator_config"] = {"use_configured_state": True}
     return SFTConfig(**kwargs)
 
 
 def _make_trainer_class():
-    from transformers import ProgressCallback
+    from transformers import ProgressCallback, TrainerCallback
     from trl import SFTTrainer
 
     class JudgeTrainer(SFTTrainer):
         """SFTTrainer whose evaluation scores the validation split against the human scores."""
 
-        def __init__(self, *args, validation: ValidationSet | None, run_cfg: RunConfig, judge_processor, **kw):
+        def __init__(self, *args, validation: ValidationSet | None, run_cfg: RunConfig, judge_processor,
+                     baseline_set: ValidationSet | None = None, log: Callable[[str], None] = print, **kw):
             super().__init__(*args, **kw)
             self.validation = validation
             self.run_cfg = run_cfg
             self.judge_processor = judge_processor
             self.eval_history: list[dict[str, Any]] = []
+            self.baseline: dict[str, Any] | None = None
+            if baseline_set is not None:
+                self.add_callback(_Baseline(self, baseline_set, log))
+
+        @property
+        def sharded(self) -> bool:
+            """Whether the accelerator manages the model (FSDP, DeepSpeed): its own save and load paths apply."""
+            return bool(self.is_fsdp_enabled or self.is_deepspeed_enabled)
+
+        def score(self, vset: ValidationSet) -> tuple[dict[str, Any], float]:
+            """Validation metrics of the model as it is now (every process takes part)."""
+            ev = self.run_cfg.eval
+            return run_validation(vset, self.model, self.judge_processor, share_prefix=ev.share_prefix,
+                                  max_batch_tokens=ev.max_batch_tokens, metrics=ev.metrics,
+                                  grad_mode="no_grad" if self.sharded else "inference")
 
         # transformers 5 saves InternVL checkpoints under its legacy key names, and Trainer reloads a
         # full (non-PEFT) checkpoint with load_state_dict(strict=False), which then matches no key and
         # silently keeps the current weights. Reload full checkpoints through from_pretrained, which
-        # maps the names, and insist that every weight arrives.
+        # maps the names, and insist that every weight arrives. A model the accelerator shards (FSDP,
+        # DeepSpeed) must not take plain tensors: there the Trainer's own loaders read the checkpoint's
+        # FSDP / DeepSpeed state (saved under the model's own names) into the shards.
         def _load_from_checkpoint(self, resume_from_checkpoint, model=None):
             model = model if model is not None else self.model
-            if hasattr(model, "peft_config"):
+            if hasattr(model, "peft_config") or self.sharded:
                 return super()._load_from_checkpoint(resume_from_checkpoint, model)
             _load_full_checkpoint(model, resume_from_checkpoint)
 
         def _load_best_model(self):
-            if hasattr(self.model, "peft_config"):
+            if hasattr(self.model, "peft_config") or self.sharded:
                 return super()._load_best_model()
             _load_full_checkpoint(self.model, self.state.best_model_checkpoint)
+
+        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+            # The LM head on the completion columns only (judge.train.loss): the same loss, without a
+            # vocabulary-wide projection of every prompt position.
+            loss, outputs = labels_only_loss(model, inputs, num_items_in_batch)
+            return (loss, outputs) if return_outputs else loss
 
         def evaluate(self, eval_dataset=None, ignore_keys=None, metric_key_prefix: str = "eval") -> dict[str, float]:
             if self.validation is None:
                 return {}
             ev = self.run_cfg.eval
-            metrics, seconds = run_validation(self.validation, self.model, self.judge_processor,
-                                              share_prefix=ev.share_prefix, max_batch_tokens=ev.max_batch_tokens,
-                                              metrics=ev.metrics)
+            metrics, seconds = self.score(self.validation)
             self.eval_history.append({"step": self.state.global_step, "seconds": round(seconds, 2), **metrics})
             out = {f"{metric_key_prefix}_{k}": _selectable(k, v, ev.best_metric, ev.greater)
                    for k, v in metrics.items() if v is not None or k == ev.best_metric}
@@ -226,6 +292,21 @@ def _make_trainer_class():
             self.log(out)
             self.control = self.callback_handler.on_evaluate(self.args, self.state, self.control, out)
             return out
+
+    class _Baseline(TrainerCallback):
+        """Score the untrained judge once the accelerator has prepared it: on its device (not the CPU it was
+        loaded on), sharded if so, exactly as every later evaluation scores it."""
+
+        def __init__(self, trainer: JudgeTrainer, vset: ValidationSet, log: Callable[[str], None]):
+            self.trainer, self.vset, self.log = trainer, vset, log
+
+        def on_train_begin(self, args, state, control, **kwargs):
+            if self.trainer.baseline is not None:
+                return
+            self.trainer.baseline, secs = self.trainer.score(self.vset)
+            if state.is_world_process_zero:
+                self.log(f"untrained judge on validation ({len(self.vset)} scores, {secs:.1f} s): "
+                         + _headline(self.trainer.baseline))
 
     class CompactProgress(ProgressCallback):
         """The progress bar, printing headline numbers only (the full breakdown goes to the loggers)."""
@@ -243,13 +324,94 @@ def _make_trainer_class():
 
 
 def _load_full_checkpoint(model, folder: str) -> None:
-    """Load a full checkpoint written by Trainer into ``model`` in place; every key must match."""
-    saved = type(model).from_pretrained(folder, dtype=next(model.parameters()).dtype)
+    """Load a full checkpoint written by Trainer into ``model`` in place; every key must match.
+
+    For an unsharded model only: a sharded one is loaded by the Trainer's FSDP / DeepSpeed loaders."""
+    saved = type(model).from_pretrained(folder, dtype=next(model.parameters()).dtype, use_safetensors=True)
     result = model.load_state_dict(saved.state_dict(), strict=False)
     missing = [k for k in result.missing_keys if k != "lm_head.weight"]  # tied to the embeddings
     if missing or result.unexpected_keys:
         raise RuntimeError(f"checkpoint {folder} does not match the model: missing {missing[:5]}, "
                            f"unexpected {result.unexpected_keys[:5]}")
+
+
+# ----------------------------------------------------------------------------- distributed checks
+def _check_launch(cfg: RunConfig) -> None:
+    """Before any model is loaded: what FSDP / DeepSpeed cannot run."""
+    sharding = _launched_sharding()
+    if sharding is not None and cfg.quantization != "none":
+        raise ConfigError(f"quantization {cfg.quantization!r} (QLoRA) cannot run under {sharding}: bitsandbytes' "
+                          "quantized weights are not sharded; launch with configs/accelerate/ddp.yaml, or set "
+                          "quantization: none")
+
+
+def _check_distributed(trainer, cfg: RunConfig, train_split) -> None:
+    """Once the accelerator exists, before training: the sharded set-ups judge-train supports and can save."""
+    acc = trainer.accelerator
+    sharding = _launched_sharding()
+    if (sharding == "fsdp" and not trainer.is_fsdp_enabled) or (sharding == "deepspeed"
+                                                                and not trainer.is_deepspeed_enabled):
+        raise ConfigError(f"accelerate launch asked for {sharding}, but accelerate set up {acc.distributed_type} "
+                          "(the model would not be sharded); check the accelerate config")
+    zero3 = False
+    if trainer.is_fsdp_enabled:
+        plugin = acc.state.fsdp_plugin
+        if plugin.fsdp_version != 2:
+            raise ConfigError(f"fsdp_config.fsdp_version {plugin.fsdp_version} is not supported: judge-train runs "
+                              "FSDP2 (fsdp_version: 2, as in configs/accelerate/fsdp.yaml)")
+        if "FULL_STATE_DICT" not in str(plugin.state_dict_type):
+            raise ConfigError(f"fsdp_config.fsdp_state_dict_type {str(plugin.state_dict_type).split('.')[-1]} is "
+                              "not supported: judge-train saves and reloads checkpoints as FULL_STATE_DICT")
+    if trainer.is_deepspeed_enabled:
+        plugin = acc.state.deepspeed_plugin
+        zero3 = plugin.zero_stage == 3
+        if plugin.zero_stage not in (2, 3):
+            raise ConfigError(f"deepspeed_config.zero_stage {plugin.zero_stage} is not supported: use ZeRO-2 or "
+                              "ZeRO-3 (configs/accelerate/deepspeed_zero2.yaml, deepspeed_zero3.yaml)")
+        zero_cfg = plugin.deepspeed_config.get("zero_optimization", {})
+        if zero3 and not zero_cfg.get("stage3_gather_16bit_weights_on_model_save"):
+            raise ConfigError("deepspeed_config.zero3_save_16bit_model must be true under ZeRO-3 (DeepSpeed's "
+                              "stage3_gather_16bit_weights_on_model_save): without it the judge's weights cannot "
+                              "be gathered to be written")
+    if acc.num_processes > 1:
+        params_sharded = trainer.is_fsdp_enabled or zero3
+        vision_trains = any(p.requires_grad for n, p in trainer.model.named_parameters()
+                            if "vision_tower" in n or "multi_modal_projector" in n)
+        if params_sharded or vision_trains:
+            _check_images_everywhere(train_split, "FSDP / ZeRO-3 shard the vision tower" if params_sharded
+                                     else "the vision tower or projector trains")
+
+
+def _check_images_everywhere(train_split, why: str) -> None:
+    """Processes that run the vision tower and processes that skip it (a batch without images) would
+    exchange different parameters or gradients: a hang, or an error, mid-training."""
+    import pyarrow.compute as pc
+
+    counts = pc.list_value_length(train_split.data.column("images")).to_pylist()
+    without = sum(1 for n in counts if not n)
+    if 0 < without < len(counts):
+        raise ConfigError(f"{without} of {len(counts)} training examples have no image: with several processes, "
+                          f"where {why}, every example needs an image (or none may have one), or the processes "
+                          "would run different modules and their exchanges of parameters or gradients would no "
+                          "longer match (a hang or an error mid-training); train in one process, or split the "
+                          "data by modality")
+
+
+def _distribution(trainer) -> dict[str, Any]:
+    """How the run was distributed, read off the live model (for the card)."""
+    from torch.distributed.tensor import DTensor
+
+    acc = trainer.accelerator
+    kind = ("fsdp" if trainer.is_fsdp_enabled else "deepspeed" if trainer.is_deepspeed_enabled
+            else "ddp" if acc.num_processes > 1 else "none")
+    out: dict[str, Any] = {"type": kind, "processes": acc.num_processes, "device": acc.device.type}
+    if trainer.is_fsdp_enabled:
+        out["fsdp_version"] = acc.state.fsdp_plugin.fsdp_version
+    if trainer.is_deepspeed_enabled:
+        out["zero_stage"] = acc.state.deepspeed_plugin.zero_stage
+    # FSDP2 holds parameters as DTensor shards; ZeRO-3 as empty tensors tagged with their DeepSpeed id.
+    out["parameters_sharded"] = any(isinstance(p, DTensor) or hasattr(p, "ds_id") for p in trainer.model.parameters())
+    return out
 
 
 def _selectable(key: str, value: float | None, best: str, greater: bool) -> float | None:
@@ -292,18 +454,21 @@ def train_judge(
     _state()
     from ..models.loading import check_model_source
 
-    check_model_source(cfg.model.path)
+    check_model_source(cfg.model.path, hint="to try the pipeline without a checkpoint, train the tiny local model: "
+                       "judge-train --config demo")
+    _check_launch(cfg)
     checkpoints = cfg.out / "checkpoints"
     if resume and not _last_checkpoint(checkpoints):
         raise ConfigError(f"--resume: no checkpoint in {checkpoints} to resume from")
     rubric = load_rubric(cfg.rubric)
     data_path = prepare_data(cfg, config_path, data_dir, log if _is_main() else (lambda s: None))
 
-    import datasets
     from transformers import ProgressCallback, set_seed
 
+    from ..data.sft import load_sft_dataset
+
     set_seed(cfg.train_seed)
-    dd = datasets.load_from_disk(str(data_path / "dataset"))
+    dd = load_sft_dataset(data_path)
     validation = ValidationSet(dd["validation"], rubric) if len(dd["validation"]) else None
     model, processor, dtype = build_model(cfg)
 
@@ -315,40 +480,38 @@ def train_judge(
     from .collator import JudgeCollator
 
     JudgeTrainer, CompactProgress = _make_trainer_class()
-    baseline = None
     ev = cfg.eval
-    if validation is not None and ev.at_start and not resume:
-        baseline, secs = run_validation(validation, model, processor, share_prefix=ev.share_prefix,
-                                        max_batch_tokens=ev.max_batch_tokens, metrics=ev.metrics)
-        if _is_main():
-            log(f"untrained judge on validation ({len(validation)} scores, {secs:.1f} s): "
-                + _headline(baseline))
     trainer = JudgeTrainer(
         model=model, args=args, train_dataset=dd["train"],
         eval_dataset=dd["validation"] if validation is not None else None,
-        processing_class=processor, data_collator=JudgeCollator(processor, cfg.max_length),
+        processing_class=processor, data_collator=JudgeCollator(processor, cfg.max_length, labels_last=True),
         validation=validation if ev.strategy != "no" else None, run_cfg=cfg, judge_processor=processor,
+        # The untrained judge is scored when training begins, on the model as the accelerator prepared it.
+        baseline_set=validation if ev.at_start and not resume else None, log=log,
     )
     trainer.remove_callback(ProgressCallback)
     trainer.add_callback(CompactProgress())
+    _check_distributed(trainer, cfg, dd["train"])
     if _is_main():
         st = _state()
         n_train = sum(p.numel() for p in model.parameters() if p.requires_grad)
         log(f"training {cfg.train.finetune} ({n_train:,} trainable parameters) on {st.device}, world size "
-            f"{st.num_processes}, {len(dd['train'])} examples")
+            f"{st.num_processes}, {_describe(trainer)}, {len(dd['train'])} examples")
     t_train = time.perf_counter()
     trainer.train(resume_from_checkpoint=str(_last_checkpoint(checkpoints)) if resume else None)
     train_seconds = time.perf_counter() - t_train
+    distribution = _distribution(trainer)
     final = None
     if validation is not None:
         # The best checkpoint is loaded by now (load_best_model_at_end); score it once more.
-        final, _ = run_validation(validation, trainer.model, processor, share_prefix=ev.share_prefix,
-                                  max_batch_tokens=ev.max_batch_tokens, metrics=ev.metrics)
+        final, _ = trainer.score(validation)
+    baseline = trainer.baseline
     best_value = trainer.state.best_metric
     judge_dir = out / "judge"
+    card = _card(cfg, config_path, rubric, data_path, baseline, final, trainer, train_seconds, distribution)
+    # Every process takes part (a sharded model's weights are gathered); the main one writes.
+    _save_judge(trainer, processor, card, judge_dir, cfg, merge, dtype)
     if _is_main():
-        card = _card(cfg, config_path, rubric, data_path, baseline, final, trainer, train_seconds)
-        _write_judge(trainer.model, processor, card, judge_dir, cfg, merge)
         _log_final(cfg, final, baseline)
     trainer.accelerator.wait_for_everyone()
     result = TrainResult(judge_dir, trainer.state.global_step, time.perf_counter() - t0, baseline, final or {},
@@ -356,6 +519,14 @@ def train_judge(
     if _is_main():
         log(format_summary(result, train_seconds))
     return result
+
+
+def _describe(trainer) -> str:
+    if trainer.is_fsdp_enabled:
+        return f"FSDP{trainer.accelerator.state.fsdp_plugin.fsdp_version}"
+    if trainer.is_deepspeed_enabled:
+        return f"DeepSpeed ZeRO-{trainer.accelerator.state.deepspeed_plugin.zero_stage}"
+    return "DDP" if trainer.accelerator.num_processes > 1 else "one process"
 
 
 def _last_checkpoint(folder: Path) -> Path | None:
@@ -377,7 +548,8 @@ def _num(v) -> str:
     return "undefined" if v is None else f"{v:.3f}"
 
 
-def _card(cfg, config_path, rubric, data_path: Path, baseline, final, trainer, train_seconds) -> dict[str, Any]:
+def _card(cfg, config_path, rubric, data_path: Path, baseline, final, trainer, train_seconds,
+          distribution: dict[str, Any]) -> dict[str, Any]:
     manifest = json.loads((data_path / "manifest.json").read_text(encoding="utf-8"))
     return {
         "judge_card_version": 1,
@@ -398,23 +570,47 @@ def _card(cfg, config_path, rubric, data_path: Path, baseline, final, trainer, t
                      "seconds": round(train_seconds, 1), "best_metric": cfg.eval.best_metric,
                      "best_value": trainer.state.best_metric,
                      "best_checkpoint": trainer.state.best_model_checkpoint,
+                     "distributed": distribution,
                      "evaluations": getattr(trainer, "eval_history", [])},
         "validation": {"untrained": baseline, "final": final},
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
 
 
-def _write_judge(model, processor, card: dict, judge_dir: Path, cfg: RunConfig, merge: bool) -> None:
-    """Write adapter/ (or merged/), processor/ and the card beside, then swap the folder in."""
+def _save_judge(trainer, processor, card: dict, judge_dir: Path, cfg: RunConfig, merge: bool, dtype) -> None:
+    """Write the judge. Called on every process: a model the accelerator shards is gathered first, a
+    collective (FSDP2's full state dict on the main process; ZeRO-3's 16-bit gather, ZeRO-2's replicated
+    weights); only the main process writes."""
+    acc = trainer.accelerator
+    state_dict = None
+    if trainer.sharded:
+        state_dict = acc.get_state_dict(trainer.model_wrapped if trainer.is_deepspeed_enabled else trainer.model)
+    if acc.is_main_process:
+        _write_judge(acc.unwrap_model(trainer.model), processor, card, judge_dir, cfg, merge, state_dict=state_dict,
+                     dtype=dtype)
+    acc.wait_for_everyone()
+
+
+def _write_judge(model, processor, card: dict, judge_dir: Path, cfg: RunConfig, merge: bool,
+                 state_dict: dict | None = None, dtype=None) -> None:
+    """Write adapter/ (or merged/), processor/ and the card beside, then swap the folder in.
+
+    ``state_dict``: the full weights gathered from a sharded ``model``, whose own tensors are shards
+    (FSDP2 DTensors, ZeRO-3's empty partitions) and are then never read.
+    """
     tmp = judge_dir.with_name(judge_dir.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     is_peft = hasattr(model, "peft_config")
     if is_peft:
-        model.save_pretrained(tmp / "adapter")
+        model.save_pretrained(tmp / "adapter", state_dict=state_dict)
     if not is_peft or merge:
-        merged = _merged_model(model, cfg, tmp / "adapter") if is_peft else model
-        merged.save_pretrained(tmp / "merged", safe_serialization=True)
+        if is_peft:
+            # A sharded model cannot merge in place: merge the saved adapter into a fresh copy of the base.
+            merged = _merged_model(model, cfg, tmp / "adapter", reload_dtype=dtype if state_dict is not None else None)
+            merged.save_pretrained(tmp / "merged", safe_serialization=True)
+        else:
+            model.save_pretrained(tmp / "merged", safe_serialization=True, state_dict=state_dict)
         processor.save_pretrained(tmp / "merged")
     processor.save_pretrained(tmp / "processor")
     card["outputs"] = sorted(p.name for p in tmp.iterdir())
@@ -427,16 +623,38 @@ def _write_judge(model, processor, card: dict, judge_dir: Path, cfg: RunConfig, 
     shutil.rmtree(old, ignore_errors=True)
 
 
-def _merged_model(model, cfg: RunConfig, adapter_dir: Path):
-    if cfg.quantization == "none":
+def _merged_model(model, cfg: RunConfig, adapter_dir: Path, reload_dtype=None):
+    """The adapter merged into the base. ``reload_dtype``: the model is sharded; merge into a fresh copy of
+    the base in that dtype (the training dtype) instead of in place."""
+    if cfg.quantization == "none" and reload_dtype is None:
         return model.merge_and_unload()
-    # A quantized base cannot take merged weights: reload it unquantized and merge there.
+    # A quantized base cannot take merged weights, nor a sharded one: reload the base unquantized, on this
+    # process alone, and merge there.
     from peft import PeftModel
 
     from ..models.loading import load_scorer
 
-    base, _ = load_scorer(cfg.model.path, dtype=cfg.model.dtype, trust_remote_code=cfg.model.trust_remote_code)
-    return PeftModel.from_pretrained(base, str(adapter_dir)).merge_and_unload()
+    with _unpartitioned_loading():
+        base, _ = load_scorer(cfg.model.path, dtype=reload_dtype if reload_dtype is not None else cfg.model.dtype,
+                              trust_remote_code=cfg.model.trust_remote_code)
+        return PeftModel.from_pretrained(base, str(adapter_dir)).merge_and_unload()
+
+
+@contextmanager
+def _unpartitioned_loading():
+    """Load models whole on this process even while a DeepSpeed ZeRO-3 run is configured: transformers
+    would otherwise build them partitioned, a collective that the main process alone never completes."""
+    try:
+        from transformers.integrations import deepspeed as hf_deepspeed
+    except ImportError:  # pragma: no cover - transformers always has it
+        yield
+        return
+    ref = hf_deepspeed._hf_deepspeed_config_weak_ref
+    hf_deepspeed.unset_hf_deepspeed_config()
+    try:
+        yield
+    finally:
+        hf_deepspeed._hf_deepspeed_config_weak_ref = ref
 
 
 def _log_final(cfg: RunConfig, final: dict | None, baseline: dict | None) -> None:

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# The GPU figures of benchmarks/README.md, on one GPU machine, in two calls of under 10 minutes each:
+#   bash scripts/device/gpu_figures.sh bench OUT   scoring (a, b, c; inline and with encoding workers) and
+#                                                  training (LoRA, QLoRA, each with and without checkpointing)
+#   bash scripts/device/gpu_figures.sh e2e OUT     the real recipe end to end at 4B size: a random 4B-class
+#                                                  InternVL folder, judge-train (rubric6: LoRA, bf16, frozen
+#                                                  vision tower) on the demo annotations, judge-score, judge-report;
+#                                                  then the same with QLoRA (shorter)
+# OUT receives one archive, gpu_<phase>.tgz, of the JSON results and every step's log (the device tool
+# returns few files). A machine without network needs the wheels of benchmarks/README.md in .whl/ (or the
+# folder JUDGE_WHEELS names), installed by this script into /tmp/site. Each step is timed and bounded.
+set -uo pipefail
+phase=${1:?bench or e2e}
+dest=${2:?an output folder}
+out=/tmp/gpu_$phase
+mkdir -p "$out/results" "$dest"
+trap 'tar czf "$dest/gpu_$phase.tgz" -C "$out" .' EXIT
+cd "$(dirname "$0")/../.."
+wheels=${JUDGE_WHEELS:-.whl}
+if compgen -G "$wheels/*.whl" >/dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+    "$wheels"/*.whl || exit 1
+  export PYTHONPATH=/tmp/site:$PWD
+fi
+export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false HF_HUB_OFFLINE=1
+# SHAPE=tiny and STEPS=N (judge-train's max_steps) make a quick check of this script on a CPU.
+shape=${SHAPE:-4b}
+steps=()
+[ -n "${STEPS:-}" ] && steps=(--set "train.max_steps=$STEPS")
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null || echo "no GPU"
+python3 -c "import torch, transformers, peft; print('torch', torch.__version__, 'transformers', transformers.__version__, 'peft', peft.__version__)"
+
+step() {  # step NAME SECONDS COMMAND...: run, time and bound one step; its output goes to OUT/NAME.log
+  local name=$1 limit=$2; shift 2
+  local t0=$SECONDS
+  echo "== $name"
+  timeout "$limit" "$@" > "$out/$name.log" 2>&1
+  local rc=$?
+  echo "   rc=$rc  $((SECONDS - t0)) s"
+  tail -n 25 "$out/$name.log" | grep -v "it/s]\|s/it]" | tail -n 12
+}
+
+if [ "$phase" = bench ]; then
+  step score_inline 300 python3 scripts/bench_score.py --shape 4b --mmie-responses 2 --out "$out/results"
+  step score_workers 150 python3 scripts/bench_score.py --shape 4b --modes unshared,shared --workers 6 \
+    --out "$out/results"
+  step train 240 python3 scripts/bench_train.py --shape 4b --model-dir /tmp/m4b --out "$out/results"
+  step train_all_logits 90 python3 scripts/bench_train.py --shape 4b --model-dir /tmp/m4b --configs lora-gc \
+    --loss-on all --out "$out/results"
+elif [ "$phase" = e2e ]; then
+  rm -rf /tmp/e2e /tmp/m4b
+  step save_model 120 python3 scripts/bench_train.py --shape "$shape" --save-only --model-dir /tmp/m4b
+  common=(--set model.path=/tmp/m4b --set eval.steps=100)
+  step train_lora 330 python3 -m judge.cli.train --config rubric6 "${common[@]}" "${steps[@]}" \
+    --set output_dir=/tmp/e2e/lora
+  python3 - <<'EOF' > "$out/card_lora.log" 2>&1
+import json, pathlib
+card = json.loads(pathlib.Path("/tmp/e2e/lora/judge/judge_card.json").read_text())
+print({k: card[k] for k in ("base_model", "finetune", "quantization", "target_format", "outputs")})
+print("training", {k: card["training"][k] for k in ("steps", "seconds", "best_metric", "best_value")})
+print("lora", card["config"]["lora"], "dtype", card["config"]["model"]["dtype"])
+from judge.models.card import load_judge
+import torch
+model, _, _ = load_judge("/tmp/e2e/lora/judge", device="cuda" if torch.cuda.is_available() else "cpu")
+print("adapter loads:", type(model).__name__, next(model.parameters()).dtype)
+EOF
+  cat "$out/card_lora.log"
+  step score_lora 150 python3 -m judge.cli.score /tmp/e2e/lora/data/splits/test.jsonl --judge /tmp/e2e/lora/judge \
+    --out /tmp/e2e/lora/score --no-progress
+  step report_lora 120 python3 -m judge.cli.report --human /tmp/e2e/lora/data/splits/test.jsonl \
+    --scores judge=/tmp/e2e/lora/score/scores.jsonl --out /tmp/e2e/lora/report --bootstrap 200
+  cp /tmp/e2e/lora/report/report.md "$out/results/e2e_lora_report.md" 2>/dev/null
+  step train_qlora 200 python3 -m judge.cli.train --config rubric6 "${common[@]}" --set output_dir=/tmp/e2e/qlora \
+    --set quantization=4bit --set "train.max_steps=${STEPS:-60}" --set eval.strategy=no
+  step score_qlora 150 python3 -m judge.cli.score /tmp/e2e/qlora/data/splits/test.jsonl --judge /tmp/e2e/qlora/judge \
+    --out /tmp/e2e/qlora/score --no-progress
+else
+  echo "unknown phase $phase (bench or e2e)"; exit 2
+fi
