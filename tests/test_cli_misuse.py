@@ -74,6 +74,7 @@ CASES = [
     ("judge-data", "validate {empty}", "empty.jsonl"),
     ("judge-data", "validate {root}/missing.jsonl", "missing.jsonl"),
     ("judge-data", "validate {human} --max-pixels 0", "--max-pixels"),
+    ("judge-data", "validate {root}", "is a folder"),
     ("judge-data", "build --config no_such_config", "no_such_config"),
     ("judge-data", "rubric show no_such_rubric", "no_such_rubric"),
     ("judge-data", "tiny-model --seed 1", "--out"),
@@ -87,6 +88,7 @@ CASES = [
     # model and pointing to the demo config.
     ("judge-train", "--config rubric6 --set output_dir={train_out}", "OpenGVLab/InternVL3-2B-hf"),
     ("judge-train", "--config rubric6 --set output_dir={train_out}", "--config demo"),
+    ("judge-train", "--config demo --set output_dir={train_out} --set data.annotations=[{root}]", "is a folder"),
     ("judge-train", "--config demo --set output_dir={train_out} --set data.annotations=[{empty}]",
      "empty.jsonl"),
     ("judge-report", "--human {human} --scores tiny={score_out}/scores.jsonl --out {report_out} --bootstrap 0",

@@ -179,3 +179,22 @@ def test_rationale_first_still_reads_the_distribution(tiny, rubric, records):
     # Reading at once (no rationale) gives another distribution: the rationale did change what was read.
     (direct,) = [x for x in engine(tiny, rubric).score_records([rec]) if x.criterion == "overall"]
     assert max(abs(a - b) for a, b in zip(direct.distribution, s.distribution, strict=True)) > 1e-4
+
+
+def test_a_judge_with_nan_weights_gives_unscorable_records_not_a_crash(tiny, rubric, records, tmp_path):
+    import copy
+
+    import torch
+
+    from judge.serve.output import ScoreStore
+
+    model, processor = tiny
+    broken = copy.deepcopy(model)
+    with torch.no_grad():
+        next(p for n, p in broken.named_parameters() if "language_model" in n and "norm" in n).fill_(float("nan"))
+    eng = JudgeEngine(broken, processor, JudgeSpec("tiny", rubric, "score"))
+    out = eng.score_records(records[:1])
+    assert out and all(s.score is None and s.status == "unscorable" for s in out)
+    assert {s.details["reason_code"] for s in out} == {"non_finite"} and "not finite" in out[0].reason
+    with ScoreStore(tmp_path) as store:  # JSON without NaN: the records are written
+        assert store.append(out) == len(out)

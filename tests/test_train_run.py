@@ -215,3 +215,16 @@ def test_wandb_offline_logs_losses_and_validation(small_demo, tmp_path):
     table = json.loads(tables[0].read_text())
     assert table["columns"] == ["metric", "untrained", "trained"]
     assert any(row[0] == "overall_spearman" for row in table["data"])
+
+
+def test_divergence_stops_training_and_writes_no_judge(small_demo, tmp_path, capsys):
+    from judge.cli.train import main as train_main
+
+    # A learning rate of 100 makes the tiny model's weights NaN within two steps.
+    args = ["--config", "demo"] + [x for o in _overrides(small_demo, tmp_path, "train.max_steps=6",
+                                                         "train.learning_rate=100", "eval.strategy=no",
+                                                         "eval.at_start=false") for x in ("--set", o)]
+    assert train_main(args) == 2
+    err = capsys.readouterr().err
+    assert "training diverged at step" in err and "grad_norm=nan" in err and "train.learning_rate" in err
+    assert not (tmp_path / "judge").exists()

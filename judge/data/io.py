@@ -90,6 +90,8 @@ def iter_json_records(path: str | Path) -> Iterator[tuple[int, Any]]:
 def _iter_json_records(path: Path) -> Iterator[tuple[int, Any]]:
     if not path.exists():
         raise JudgeError(f"{path}: file not found")
+    if not path.is_file():
+        raise JudgeError(f"{path}: is a folder, not a file of records")
     data = path.read_bytes()
     if data.startswith(b"\xef\xbb\xbf"):  # a UTF-8 byte-order mark, as some editors write
         data = data[3:]

@@ -20,11 +20,13 @@ with ``score: null``, ``status: "unscorable"``, a ``reason`` and ``details.reaso
 * ``image``: an image is missing, corrupt, too large or not a local file;
 * ``too_long``: the prompt is over the context budget (``max_tokens``) even with one image tile;
 * ``unknown_family``: the record's task is not a family of the rubric (one ``overall`` record);
-* ``encode``: the processor could not encode the prompt.
+* ``encode``: the processor could not encode the prompt;
+* ``non_finite``: the model's scale distribution is NaN or inf (its weights or the dtype overflowed).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -307,6 +309,16 @@ class JudgeEngine:
         if cs is None:
             return ScoreRecord(
                 **common, score=None, status="unscorable", reason=reason, details={"reason_code": code}
+            )
+        if not (math.isfinite(cs.expected) and all(math.isfinite(p) for p in cs.distribution)):
+            # NaN or inf logits: weights that overflowed (a diverged training) or an overflow in this dtype.
+            return ScoreRecord(
+                **common,
+                score=None,
+                status="unscorable",
+                reason="the judge's score distribution is not finite (NaN or inf logits): its weights or this "
+                "dtype overflowed; check the judge's training (loss, grad_norm) or score in float32",
+                details={"reason_code": "non_finite"},
             )
         details: dict[str, Any] = {"scale_mass": cs.scale_mass, "num_tokens": cs.num_tokens}
         if max_patches is not None:

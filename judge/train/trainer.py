@@ -35,7 +35,7 @@ from typing import Any
 
 from ..data.atomic import write_json
 from ..data.config import DataSections
-from ..data.errors import ConfigError
+from ..data.errors import ConfigError, JudgeError
 from ..data.rubric import load_rubric
 from ..models.card import CARD_NAME, git_commit, library_versions
 from .config import LANGUAGE_LINEAR, RunConfig, load_run_config
@@ -55,6 +55,10 @@ class TrainResult:
     best_metric: str
     best_value: float | None
     best_checkpoint: str | None
+
+
+class TrainingDiverged(JudgeError):
+    """The loss or the gradient norm stopped being finite while training."""
 
 
 def _launched_sharding() -> str | None:
@@ -208,6 +212,8 @@ def _sft_config(cfg: RunConfig, dtype, checkpoints: Path, report_to: list[str]):
         report_to=report_to, run_name=cfg.logging.run_name, remove_unused_columns=False,
         dataset_kwargs={"skip_prepare_dataset": True}, max_length=None, completion_only_loss=True,
         use_cpu=not torch.cuda.is_available(), disable_tqdm=False,
+        # A NaN or inf loss is logged as it is (Trainer would average it away), so divergence is seen.
+        logging_nan_inf_filter=False,
         ddp_find_unused_parameters=False,
     )
     if t.save_steps:
@@ -242,8 +248,10 @@ def _make_trainer_class():
             self.judge_processor = judge_processor
             self.eval_history: list[dict[str, Any]] = []
             self.baseline: dict[str, Any] | None = None
+            self.diverged: str | None = None  #: what the divergence guard saw, when it stopped training
             if baseline_set is not None:
                 self.add_callback(_Baseline(self, baseline_set, log))
+            self.add_callback(_DivergenceGuard(self))
 
         @property
         def sharded(self) -> bool:
@@ -307,6 +315,24 @@ def _make_trainer_class():
             if state.is_world_process_zero:
                 self.log(f"untrained judge on validation ({len(self.vset)} scores, {secs:.1f} s): "
                          + _headline(self.trainer.baseline))
+
+    class _DivergenceGuard(TrainerCallback):
+        """Stop at the first logged loss or gradient norm that is not finite: the weights are NaN from then on,
+        and a judge written from them would score NaN. Every process sees the same logs (the gradient norm is
+        the reduced one), so they all stop together."""
+
+        def __init__(self, trainer: JudgeTrainer):
+            self.trainer = trainer
+
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            bad = {k: v for k, v in (logs or {}).items()
+                   if k in ("loss", "grad_norm") and isinstance(v, float) and not math.isfinite(v)}
+            if bad and self.trainer.diverged is None:
+                lr = next((e.get("learning_rate") for e in reversed(state.log_history) if "learning_rate" in e), None)
+                self.trainer.diverged = (f"at step {state.global_step} " + ", ".join(f"{k}={v}" for k, v in bad.items())
+                                         + (f" (learning rate {lr:.3g})" if lr is not None else ""))
+                control.should_training_stop = True
+                control.should_save = False
 
     class CompactProgress(ProgressCallback):
         """The progress bar, printing headline numbers only (the full breakdown goes to the loggers)."""
@@ -500,6 +526,12 @@ def train_judge(
     t_train = time.perf_counter()
     trainer.train(resume_from_checkpoint=str(_last_checkpoint(checkpoints)) if resume else None)
     train_seconds = time.perf_counter() - t_train
+    if trainer.diverged:
+        raise TrainingDiverged(
+            f"training diverged {trainer.diverged}: the weights are no longer finite, so no judge was written "
+            f"(an earlier one in {out / 'judge'} is kept). Lower train.learning_rate (now "
+            f"{cfg.train.learning_rate:g}) or raise train.warmup_steps; a checkpoint saved before it, if any, is "
+            f"in {checkpoints}")
     distribution = _distribution(trainer)
     final = None
     if validation is not None:
