@@ -191,6 +191,9 @@ def test_load_clip_refuses_what_is_not_a_clip(tmp_path):
         load_clip(str(tmp_path / "nowhere"))
     (tmp_path / "bert").mkdir()
     (tmp_path / "bert" / "config.json").write_text(json.dumps({"model_type": "bert"}))
+    with pytest.raises(ConfigError, match="no .safetensors weights"):
+        load_clip(str(tmp_path / "bert"))
+    (tmp_path / "bert" / "model.safetensors").write_bytes(b"")  # the config is read first
     with pytest.raises(ConfigError, match="CLIP checkpoint"):
         load_clip(str(tmp_path / "bert"))
     assert load_clip("tiny").name == "tiny"

@@ -25,8 +25,7 @@ fi
 export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false HF_HUB_OFFLINE=1
 # SHAPE=tiny and STEPS=N (judge-train's max_steps) make a quick check of this script on a CPU.
 shape=${SHAPE:-4b}
-steps=()
-[ -n "${STEPS:-}" ] && steps=(--set "train.max_steps=$STEPS")
+steps=${STEPS:-}
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null || echo "no GPU"
 python3 -c "import torch, transformers, peft; print('torch', torch.__version__, 'transformers', transformers.__version__, 'peft', peft.__version__)"
 
@@ -38,42 +37,40 @@ step() {  # step NAME SECONDS COMMAND...: run, time and bound one step; its outp
   local rc=$?
   echo "   rc=$rc  $((SECONDS - t0)) s"
   tail -n 25 "$out/$name.log" | grep -v "it/s]\|s/it]" | tail -n 12
+  tar czf "$dest/gpu_$phase.tgz" -C "$out" .  # after every step: a call cut short still returns what is done
 }
 
 if [ "$phase" = bench ]; then
-  step score_inline 300 python3 scripts/bench_score.py --shape 4b --mmie-responses 2 --out "$out/results"
-  step score_workers 150 python3 scripts/bench_score.py --shape 4b --modes unshared,shared --workers 6 \
+  step score_inline 200 python3 scripts/bench_score.py --shape 4b --responses 128 --mmie-responses 2 \
     --out "$out/results"
-  step train 240 python3 scripts/bench_train.py --shape 4b --model-dir /tmp/m4b --out "$out/results"
-  step train_all_logits 90 python3 scripts/bench_train.py --shape 4b --model-dir /tmp/m4b --configs lora-gc \
-    --loss-on all --out "$out/results"
+  step score_workers 90 python3 scripts/bench_score.py --shape 4b --responses 128 --modes unshared,shared \
+    --workers 6 --out "$out/results"
+  step train 150 python3 scripts/bench_train.py --shape 4b --model-dir /tmp/m4b --steps 8 --out "$out/results"
+  step train_all_logits 60 python3 scripts/bench_train.py --shape 4b --model-dir /tmp/m4b --configs lora-gc \
+    --steps 6 --loss-on all --out "$out/results"
 elif [ "$phase" = e2e ]; then
   rm -rf /tmp/e2e /tmp/m4b
-  step save_model 120 python3 scripts/bench_train.py --shape "$shape" --save-only --model-dir /tmp/m4b
-  common=(--set model.path=/tmp/m4b --set eval.steps=100)
-  step train_lora 330 python3 -m judge.cli.train --config rubric6 "${common[@]}" "${steps[@]}" \
+  step save_model 60 python3 scripts/bench_train.py --shape "$shape" --save-only --model-dir /tmp/m4b
+  common=(--set model.path=/tmp/m4b --set "eval.steps=${EVAL_STEPS:-100}")
+  step train_lora 200 python3 -m judge.cli.train --config rubric6 "${common[@]}" --set "train.max_steps=${steps:-200}" \
     --set output_dir=/tmp/e2e/lora
-  python3 - <<'EOF' > "$out/card_lora.log" 2>&1
-import json, pathlib
-card = json.loads(pathlib.Path("/tmp/e2e/lora/judge/judge_card.json").read_text())
-print({k: card[k] for k in ("base_model", "finetune", "quantization", "target_format", "outputs")})
-print("training", {k: card["training"][k] for k in ("steps", "seconds", "best_metric", "best_value")})
-print("lora", card["config"]["lora"], "dtype", card["config"]["model"]["dtype"])
-from judge.models.card import load_judge
-import torch
-model, _, _ = load_judge("/tmp/e2e/lora/judge", device="cuda" if torch.cuda.is_available() else "cpu")
-print("adapter loads:", type(model).__name__, next(model.parameters()).dtype)
-EOF
-  cat "$out/card_lora.log"
-  step score_lora 150 python3 -m judge.cli.score /tmp/e2e/lora/data/splits/test.jsonl --judge /tmp/e2e/lora/judge \
+  step card_lora 30 python3 scripts/device/check_card.py /tmp/e2e/lora/judge
+  step score_lora 50 python3 -m judge.cli.score /tmp/e2e/lora/data/splits/test.jsonl --judge /tmp/e2e/lora/judge \
     --out /tmp/e2e/lora/score --no-progress
-  step report_lora 120 python3 -m judge.cli.report --human /tmp/e2e/lora/data/splits/test.jsonl \
+  step report_lora 30 python3 -m judge.cli.report --human /tmp/e2e/lora/data/splits/test.jsonl \
     --scores judge=/tmp/e2e/lora/score/scores.jsonl --out /tmp/e2e/lora/report --bootstrap 200
   cp /tmp/e2e/lora/report/report.md "$out/results/e2e_lora_report.md" 2>/dev/null
-  step train_qlora 200 python3 -m judge.cli.train --config rubric6 "${common[@]}" --set output_dir=/tmp/e2e/qlora \
-    --set quantization=4bit --set "train.max_steps=${STEPS:-60}" --set eval.strategy=no
-  step score_qlora 150 python3 -m judge.cli.score /tmp/e2e/qlora/data/splits/test.jsonl --judge /tmp/e2e/qlora/judge \
+  # QLoRA on the same SFT data (--data: built once, above).
+  step train_qlora 70 python3 -m judge.cli.train --config rubric6 "${common[@]}" --set output_dir=/tmp/e2e/qlora \
+    --data /tmp/e2e/lora/data --set quantization=4bit --set "train.max_steps=${QSTEPS:-40}" --set eval.strategy=no \
+    --set eval.at_start=false
+  [ -z "${SCORE_AFTER:-}" ] && step card_qlora 30 python3 scripts/device/check_card.py /tmp/e2e/qlora/judge
+  step score_qlora 50 python3 -m judge.cli.score /tmp/e2e/lora/data/splits/test.jsonl --judge /tmp/e2e/qlora/judge \
     --out /tmp/e2e/qlora/score --no-progress
+  if [ -n "${SCORE_AFTER:-}" ]; then  # the three scoring modes side by side, encoding in workers
+    step score_modes 110 python3 scripts/bench_score.py --shape 4b --responses 32 --mmie-responses 1 --workers 6 --warmup 2 \
+      --out "$out/results"
+  fi
 else
   echo "unknown phase $phase (bench or e2e)"; exit 2
 fi
