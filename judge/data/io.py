@@ -13,6 +13,7 @@ record.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Iterable, Iterator
@@ -68,6 +69,20 @@ class LoadResult:
 
 
 # ----------------------------------------------------------------------------- raw reading
+
+
+def hash_file(h, path: str | Path) -> None:
+    """Feed a file's bytes to the hash object ``h`` in blocks (files may be model weights of many GB)."""
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 22), b""):
+            h.update(block)
+
+
+def file_sha256(path: str | Path) -> str:
+    """SHA-256 hex digest of a file's bytes."""
+    h = hashlib.sha256()
+    hash_file(h, path)
+    return h.hexdigest()
 
 
 def iter_json_records(path: str | Path) -> Iterator[tuple[int, Any]]:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..data.errors import ConfigError
+from ..data.io import hash_file
 
 CARD_NAME = "judge_card.json"
 #: ``quantization`` argument of :func:`load_judge` meaning "as the card says" (how the judge was trained).
@@ -102,9 +103,7 @@ def load_judge(judge_dir: str | Path, *, device: str = "cpu", dtype: str = "auto
 def _hash_files(h, root: Path, files: list[Path]) -> None:
     for f in files:
         h.update(f"{f.relative_to(root).as_posix()}\0{f.stat().st_size}\0".encode())
-        with open(f, "rb") as fh:
-            for block in iter(lambda: fh.read(1 << 22), b""):
-                h.update(block)
+        hash_file(h, f)
 
 
 def _model_files(folder: Path) -> list[Path]:

@@ -36,7 +36,7 @@ _DEVICE = re.compile(r"^(auto|cpu|mps|cuda)(?::(\d+))?$")
 def check_device(device: str) -> None:
     """Fail early, in words, on a device this machine does not have (before any work is done)."""
     m = _DEVICE.match(str(device))
-    if not m or (m.group(2) is not None and m.group(1) not in ("cuda",)):
+    if not m or (m.group(2) is not None and m.group(1) != "cuda"):
         raise ConfigError(f"device {device!r} is not one of auto, cpu, cuda, cuda:N, mps")
     kind, index = m.group(1), m.group(2)
     if kind == "cuda":
@@ -158,13 +158,13 @@ def load_scorer(
         from .tiny import save_tiny_scorer
 
         with tempfile.TemporaryDirectory(prefix="judge-tiny-") as tmp:
-            save_tiny_scorer(tmp, seed=int(m.group(1) or 0))
+            save_tiny_scorer(tmp, seed=tiny_seed(path_or_id))
             return load_scorer(tmp, adapter, dtype, device, quantization, trust_remote_code, attn_implementation,
                                device_map)
     if m:
         from .tiny import build_tiny_scorer
 
-        model, processor = build_tiny_scorer(seed=int(m.group(1) or 0))
+        model, processor = build_tiny_scorer(seed=tiny_seed(path_or_id))
         model = model.to(dtype=torch_dtype)
     else:
         from transformers import AutoModelForImageTextToText

@@ -15,7 +15,6 @@ only when scored, where a bad one makes its item unscorable instead of stopping 
 
 from __future__ import annotations
 
-import hashlib
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +22,7 @@ from typing import Any
 
 from ..data.benchmarks import drop_duplicate_predictions
 from ..data.errors import ConfigError, JudgeError, RecordError
-from ..data.io import InvalidRecordsError, iter_json_records, load_annotations
+from ..data.io import InvalidRecordsError, file_sha256, iter_json_records, load_annotations
 from ..data.schema import AnnotationRecord, PredictionRecord
 
 INPUT_FORMATS = ("auto", "canonical", "mmie", "milebench", "mmra", "annotations")
@@ -48,14 +47,6 @@ class Inputs:
 
     def describe(self) -> list[dict[str, Any]]:
         return [vars(f) for f in self.files]
-
-
-def file_sha256(path: str | Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def looks_like_annotations(path: str | Path) -> bool:
