@@ -1,9 +1,9 @@
 """Time the judge with and without shared-prefix scoring, side by side in one run.
 
 Scores the demo set (``annotations/demo/annotations.jsonl``) with the tiny judge (or ``--judge``)
-through :class:`judge.serve.engine.JudgeEngine`, alternately with and without prefix sharing,
+through the public API (:class:`judge.Judge`, ``share_prefix`` on and off), alternately,
 ``--repeats`` times each (median reported), and prints responses/s and criterion scores/s.
-The model loads once; each timed run encodes and scores (what ``judge-score`` does per item,
+Each side loads the judge once; each timed run encodes and scores (what ``judge-score`` does per item,
 minus writing). The JSON result goes to ``benchmarks/results/`` with the machine's facts
 (CPU count, threads, load average before and after: other jobs on a shared machine skew timings).
 
@@ -16,9 +16,11 @@ minus writing). The JSON result goes to ``benchmarks/results/`` with the machine
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -28,20 +30,31 @@ sys.path.insert(0, str(REPO))
 
 
 def main(argv: list[str] | None = None) -> int:
-    from judge.cli._common import positive_int
+    def positive_int(text: str) -> int:
+        if not text.isdigit() or int(text) < 1:
+            raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+        return int(text)
+
+    from judge import ScoreConfig
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--input", default=str(REPO / "annotations/demo/annotations.jsonl"))
     p.add_argument("--judge", default="tiny")
     p.add_argument("--rubric", default="mmie")
     size = p.add_mutually_exclusive_group()
-    size.add_argument("--limit", type=positive_int, default=60, help="score the first N responses (default 60)")
+    size.add_argument(
+        "--limit", type=positive_int, default=60, help="score the first N responses (default 60)"
+    )
     size.add_argument("--all", action="store_true", help="score every response of --input")
     p.add_argument("--repeats", type=positive_int, default=3)
     p.add_argument("--device", default="auto")
     p.add_argument("--dtype", default="auto")
-    p.add_argument("--batch-size", type=positive_int, default=16, help="responses per forward pass (default 16)")
-    p.add_argument("--batch-tokens", type=positive_int, default=16384)
+    p.add_argument(
+        "--batch-size", type=positive_int, default=16, help="responses per forward pass (default 16)"
+    )
+    p.add_argument(
+        "--batch-tokens", type=positive_int, default=ScoreConfig.model_fields["batch_tokens"].default
+    )
     p.add_argument(
         "--threads",
         type=positive_int,
@@ -56,32 +69,33 @@ def main(argv: list[str] | None = None) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
 
-    from judge.models.card import git_commit, library_versions
-    from judge.serve.engine import JudgeEngine, load_judge_model, resolve_device, resolve_judge
-    from judge.serve.inputs import load_inputs
+    import judge
 
-    spec = resolve_judge(args.judge, args.rubric)
-    device = resolve_device(args.device)
-    model, processor = load_judge_model(spec, device=device, dtype=args.dtype)
-    records = load_inputs([args.input]).records
-    if not args.all:
-        records = records[: args.limit]
-    n_criteria = sum(len(spec.rubric.family(r.task).criterion_ids) for r in records)
-    load_before = os.getloadavg()
-
-    def run(share: bool) -> float:
-        engine = JudgeEngine(
-            model,
-            processor,
-            spec,
+    def load(share: bool) -> judge.Judge:
+        return judge.Judge.load(
+            args.judge,
+            rubric=args.rubric,
+            device=args.device,
+            dtype=args.dtype,
             share_prefix=share,
             batch_size=args.batch_size,
             batch_tokens=args.batch_tokens,
         )
+
+    judges = {True: load(True), False: load(False)}
+    scorer = judges[True]
+    device = scorer.device
+    records = judge.load_annotations(args.input).records
+    if not args.all:
+        records = records[: args.limit]
+    n_criteria = sum(len(scorer.rubric.family(r.task).criterion_ids) for r in records)
+    load_before = os.getloadavg()
+
+    def run(share: bool) -> float:
         if device.startswith("cuda"):
             torch.cuda.synchronize()
         t0 = time.perf_counter()
-        n = sum(len(b.records) for b in engine.iter_batches(records))
+        n = len(judges[share].score(records))
         if device.startswith("cuda"):
             torch.cuda.synchronize()
         assert n == n_criteria, (n, n_criteria)
@@ -107,8 +121,8 @@ def main(argv: list[str] | None = None) -> int:
         }
     speedup = rows["unshared"]["seconds_median"] / rows["shared"]["seconds_median"]
     print(
-        f"\n{len(records)} responses, {n_criteria} criterion scores; judge {spec.source} on {device} "
-        f"({next(model.parameters()).dtype}); median of {args.repeats}\n"
+        f"\n{len(records)} responses, {n_criteria} criterion scores; judge {scorer.provenance['judge']} on "
+        f"{device} ({scorer.dtype}); median of {args.repeats}\n"
     )
     print(f"| {'prefix':9s} | {'seconds':>8s} | {'responses/s':>11s} | {'criterion scores/s':>18s} |")
     print(f"|{'-' * 11}|{'-' * 10}|{'-' * 13}|{'-' * 20}|")
@@ -125,13 +139,13 @@ def main(argv: list[str] | None = None) -> int:
 
     result = {
         "benchmark": "shared-prefix scoring",
-        "judge": spec.source,
-        "rubric": spec.rubric.name,
+        "judge": scorer.provenance["judge"],
+        "rubric": scorer.rubric.name,
         "input": str(args.input),
         "responses": len(records),
         "criterion_scores": n_criteria,
         "device": device,
-        "dtype": str(next(model.parameters()).dtype),
+        "dtype": scorer.dtype,
         "batch_size": args.batch_size,
         "batch_tokens": args.batch_tokens,
         "repeats": args.repeats,
@@ -145,19 +159,31 @@ def main(argv: list[str] | None = None) -> int:
             "load_average_after": load_after,
             "gpu": torch.cuda.get_device_name(0) if device.startswith("cuda") else None,
         },
-        "versions": library_versions(),
-        "git_commit": git_commit(REPO),
+        "versions": {
+            "judge": judge.__version__,
+            "torch": torch.__version__,
+            "python": platform.python_version(),
+        },
+        "git_commit": _git_commit(),
         "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     tag = "gpu" if device.startswith("cuda") else "cpu"
     path = out / f"bench_prefix_{tag}_{time.strftime('%Y%m%d-%H%M%S')}.json"
-    from judge.data.atomic import write_json
-
-    write_json(path, result)
+    path.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     print(f"wrote {path}")
     return 0
+
+
+def _git_commit() -> str | None:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True, timeout=10
+        )
+    except OSError:
+        return None
+    return out.stdout.strip() or None
 
 
 if __name__ == "__main__":

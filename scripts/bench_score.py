@@ -68,8 +68,14 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 #: bf16 dense peak of the GPUs this is meant for, in TFLOP/s (H100 SXM datasheet; the H200 has the same chip).
-PEAK_BF16_TFLOPS = {"H100 PCIe": 756.0, "H100 NVL": 835.0, "H100": 989.4, "H200": 989.4, "GH200": 989.4,
-                    "A100": 312.0}
+PEAK_BF16_TFLOPS = {
+    "H100 PCIe": 756.0,
+    "H100 NVL": 835.0,
+    "H100": 989.4,
+    "H200": 989.4,
+    "GH200": 989.4,
+    "A100": 312.0,
+}
 
 FILLER_WORDS = (
     "the story then shows a small red house near green trees while two children walk to the river and count "
@@ -113,21 +119,50 @@ SHAPES = {
     # InternViT-300M (InternVL2/3's 300M tower: 1024 wide, 24 layers, 16 heads, MLP 4096, qkv bias) at 448 px,
     # and a 3.6B Qwen2-class LM (Qwen3-4B's widths with Qwen2 blocks: 2560 wide, 36 layers, 20 heads of 128,
     # 4 KV heads, MLP 9728, Qwen2.5's 151,936-token vocabulary, tied embeddings as in Qwen2.5-3B).
-    "4b": Shape("4b", vocab_size=151_936, text_hidden=2560, text_layers=36, text_heads=20, text_kv_heads=4,
-                text_intermediate=9728, tie_word_embeddings=True, vision_hidden=1024, vision_layers=24,
-                vision_heads=16, vision_intermediate=4096, vision_attention_bias=True, image_size=448,
-                patch_size=14, max_positions=32_768),
-    # The tests' tiny judge (judge.models.tiny.TinySpec's shapes).
-    "tiny": Shape("tiny", vocab_size=3000, text_hidden=128, text_layers=4, text_heads=4, text_kv_heads=2,
-                  text_intermediate=256, tie_word_embeddings=True, vision_hidden=64, vision_layers=2,
-                  vision_heads=2, vision_intermediate=128, vision_attention_bias=False, image_size=56,
-                  patch_size=14, max_positions=8192),
+    "4b": Shape(
+        "4b",
+        vocab_size=151_936,
+        text_hidden=2560,
+        text_layers=36,
+        text_heads=20,
+        text_kv_heads=4,
+        text_intermediate=9728,
+        tie_word_embeddings=True,
+        vision_hidden=1024,
+        vision_layers=24,
+        vision_heads=16,
+        vision_intermediate=4096,
+        vision_attention_bias=True,
+        image_size=448,
+        patch_size=14,
+        max_positions=32_768,
+    ),
+    # The tests' tiny judge (judge.testing.tiny.TinySpec's shapes).
+    "tiny": Shape(
+        "tiny",
+        vocab_size=3000,
+        text_hidden=128,
+        text_layers=4,
+        text_heads=4,
+        text_kv_heads=2,
+        text_intermediate=256,
+        tie_word_embeddings=True,
+        vision_hidden=64,
+        vision_layers=2,
+        vision_heads=2,
+        vision_intermediate=128,
+        vision_attention_bias=False,
+        image_size=56,
+        patch_size=14,
+        max_positions=8192,
+    ),
 }
 
 
 def build_processor(shape: Shape, max_tiles: int, rubric="mmie"):
     """The tiny judge's tokenizer (trained on the rubric's prompts) with a processor at the shape's tile size."""
-    from judge.models.tiny import TinySpec, build_tiny_processor
+    from judge.models.loading import build_tiny_processor
+    from judge.testing.tiny import TinySpec
 
     spec = TinySpec(image_size=shape.image_size, patch_size=shape.patch_size, max_tiles=max_tiles)
     processor = build_tiny_processor(spec, rubric)
@@ -142,17 +177,28 @@ def build_config(shape: Shape, processor):
     tok = processor.tokenizer
     return InternVLConfig(
         vision_config=dict(
-            hidden_size=shape.vision_hidden, num_hidden_layers=shape.vision_layers,
-            num_attention_heads=shape.vision_heads, intermediate_size=shape.vision_intermediate,
-            image_size=shape.image_size, patch_size=shape.patch_size, attention_bias=shape.vision_attention_bias,
+            hidden_size=shape.vision_hidden,
+            num_hidden_layers=shape.vision_layers,
+            num_attention_heads=shape.vision_heads,
+            intermediate_size=shape.vision_intermediate,
+            image_size=shape.image_size,
+            patch_size=shape.patch_size,
+            attention_bias=shape.vision_attention_bias,
         ),
         text_config=dict(
-            model_type="qwen2", vocab_size=max(shape.vocab_size, len(tok)), hidden_size=shape.text_hidden,
-            num_hidden_layers=shape.text_layers, num_attention_heads=shape.text_heads,
-            num_key_value_heads=shape.text_kv_heads, intermediate_size=shape.text_intermediate,
-            max_position_embeddings=shape.max_positions, rope_theta=shape.rope_theta,
+            model_type="qwen2",
+            vocab_size=max(shape.vocab_size, len(tok)),
+            hidden_size=shape.text_hidden,
+            num_hidden_layers=shape.text_layers,
+            num_attention_heads=shape.text_heads,
+            num_key_value_heads=shape.text_kv_heads,
+            intermediate_size=shape.text_intermediate,
+            max_position_embeddings=shape.max_positions,
+            rope_theta=shape.rope_theta,
             tie_word_embeddings=shape.tie_word_embeddings,
-            eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id, bos_token_id=None,
+            eos_token_id=tok.eos_token_id,
+            pad_token_id=tok.pad_token_id,
+            bos_token_id=None,
         ),
         image_token_id=processor.image_token_id,
         image_seq_length=processor.image_seq_length,
@@ -191,14 +237,21 @@ class FlopModel:
 
     def lm(self, new: int, cached: int = 0, logits: int = 1) -> float:
         ctx = new * cached + new * (new + 1) / 2
-        return 2.0 * self.lm_params * new + 4.0 * self.lm_layers * self.attn_dim * ctx + 2.0 * self.head_params * logits
+        return (
+            2.0 * self.lm_params * new
+            + 4.0 * self.lm_layers * self.attn_dim * ctx
+            + 2.0 * self.head_params * logits
+        )
 
     def lm_attention(self, new: int, cached: int = 0) -> float:
         return 4.0 * self.lm_layers * self.attn_dim * (new * cached + new * (new + 1) / 2)
 
     def vision(self, tiles: int) -> float:
-        per_tile = (2.0 * self.vit_params * self.vit_tokens + 4.0 * self.vit_layers * self.vit_dim * self.vit_tokens ** 2
-                    + 2.0 * self.proj_params * self.tile_tokens)
+        per_tile = (
+            2.0 * self.vit_params * self.vit_tokens
+            + 4.0 * self.vit_layers * self.vit_dim * self.vit_tokens**2
+            + 2.0 * self.proj_params * self.tile_tokens
+        )
         return tiles * per_tile
 
 
@@ -233,9 +286,15 @@ def flop_model(config, counts: dict[str, int]) -> FlopModel:
     image = v.image_size[0] if isinstance(v.image_size, list | tuple) else v.image_size
     patch = v.patch_size[0] if isinstance(v.patch_size, list | tuple) else v.patch_size
     return FlopModel(
-        lm_params=counts["lm_layers"], lm_layers=t.num_hidden_layers, attn_dim=t.num_attention_heads * head_dim,
-        head_params=t.hidden_size * t.vocab_size, vit_params=counts["vision_tower"], vit_layers=v.num_hidden_layers,
-        vit_dim=v.hidden_size, vit_tokens=(image // patch) ** 2 + 1, proj_params=counts["projector"],
+        lm_params=counts["lm_layers"],
+        lm_layers=t.num_hidden_layers,
+        attn_dim=t.num_attention_heads * head_dim,
+        head_params=t.hidden_size * t.vocab_size,
+        vit_params=counts["vision_tower"],
+        vit_layers=v.num_hidden_layers,
+        vit_dim=v.hidden_size,
+        vit_tokens=(image // patch) ** 2 + 1,
+        proj_params=counts["projector"],
         tile_tokens=config.image_seq_length,
     )
 
@@ -244,31 +303,48 @@ def attn_used(model) -> dict:
     """The attention implementation each part of a loaded model really uses."""
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     cfg = base.config
-    return {part: getattr(c, "_attn_implementation", None)
-            for part, c in (("text", cfg.text_config), ("vision", cfg.vision_config))}
+    return {
+        part: getattr(c, "_attn_implementation", None)
+        for part, c in (("text", cfg.text_config), ("vision", cfg.vision_config))
+    }
 
 
 def describe(shape: Shape, config, counts: dict[str, int]) -> dict:
     t, v = config.text_config, config.vision_config
     return {
         "shape": shape.name,
-        "vision": {"hidden": v.hidden_size, "layers": v.num_hidden_layers, "heads": v.num_attention_heads,
-                   "intermediate": v.intermediate_size, "image_size": shape.image_size, "patch_size": shape.patch_size,
-                   "attention_bias": v.attention_bias, "tokens_per_tile": config.image_seq_length},
-        "language": {"type": t.model_type, "hidden": t.hidden_size, "layers": t.num_hidden_layers,
-                     "heads": t.num_attention_heads, "kv_heads": t.num_key_value_heads,
-                     "intermediate": t.intermediate_size, "vocab": t.vocab_size,
-                     "tie_word_embeddings": shape.tie_word_embeddings},
+        "vision": {
+            "hidden": v.hidden_size,
+            "layers": v.num_hidden_layers,
+            "heads": v.num_attention_heads,
+            "intermediate": v.intermediate_size,
+            "image_size": shape.image_size,
+            "patch_size": shape.patch_size,
+            "attention_bias": v.attention_bias,
+            "tokens_per_tile": config.image_seq_length,
+        },
+        "language": {
+            "type": t.model_type,
+            "hidden": t.hidden_size,
+            "layers": t.num_hidden_layers,
+            "heads": t.num_attention_heads,
+            "kv_heads": t.num_key_value_heads,
+            "intermediate": t.intermediate_size,
+            "vocab": t.vocab_size,
+            "tie_word_embeddings": shape.tie_word_embeddings,
+        },
         "params": counts,
     }
 
 
 def print_description(d: dict) -> None:
     v, lm, p = d["vision"], d["language"], d["params"]
-    print(f"shape {d['shape']}: vision {v['layers']}x{v['hidden']} (heads {v['heads']}, MLP {v['intermediate']}) "
-          f"at {v['image_size']} px / patch {v['patch_size']} -> {v['tokens_per_tile']} tokens per tile; "
-          f"LM {lm['type']} {lm['layers']}x{lm['hidden']} (heads {lm['heads']}, kv {lm['kv_heads']}, "
-          f"MLP {lm['intermediate']}, vocab {lm['vocab']}, tied {lm['tie_word_embeddings']})")
+    print(
+        f"shape {d['shape']}: vision {v['layers']}x{v['hidden']} (heads {v['heads']}, MLP {v['intermediate']}) "
+        f"at {v['image_size']} px / patch {v['patch_size']} -> {v['tokens_per_tile']} tokens per tile; "
+        f"LM {lm['type']} {lm['layers']}x{lm['hidden']} (heads {lm['heads']}, kv {lm['kv_heads']}, "
+        f"MLP {lm['intermediate']}, vocab {lm['vocab']}, tied {lm['tie_word_embeddings']})"
+    )
     print("params: " + ", ".join(f"{k} {_human(n)}" for k, n in p.items()))
 
 
@@ -324,32 +400,50 @@ def _make_item(i: int, family: str, n_images: int, n_words: int, seed: int, rubr
     per = (n_words - q_words) // chunks
     response = []
     for k in range(chunks):
-        response.append({"type": "text", "text": _words(rng, per if k < chunks - 1 else n_words - q_words - per * k)})
+        response.append(
+            {"type": "text", "text": _words(rng, per if k < chunks - 1 else n_words - q_words - per * k)}
+        )
         if k < r_images:
             response.append({"type": "image", "image": f"r{i}_{k}.png"})
-    reference = [{"type": "text", "text": "The answer is 12."}] if rubric.family(family).uses_reference else None
+    reference = (
+        [{"type": "text", "text": "The answer is 12."}] if rubric.family(family).uses_reference else None
+    )
     lo, hi = rubric.scale.min, rubric.scale.max
     return Item(f"r{i:05d}", family, question, response, reference, images, int(rng.integers(lo, hi + 1)))
 
 
 def prompts_for(item: Item, rubric, target_format: str = "score") -> tuple[list[str], list[list[dict]]]:
-    from judge.data.template import build_judge_prompt
+    from judge.core.template import build_judge_prompt
 
     crits = rubric.family(item.family).criterion_ids
-    msgs = [build_judge_prompt(rubric, item.family, c, item.question, item.response, item.reference,
-                               target_format).messages for c in crits]
+    msgs = [
+        build_judge_prompt(
+            rubric, item.family, c, item.question, item.response, item.reference, target_format
+        ).messages
+        for c in crits
+    ]
     return list(crits), msgs
 
 
 def request_for(item: Item, rubric, target_format: str = "score"):
-    from judge.models.scoring import ScoreRequest
+    from judge.models.readout import ScoreRequest
 
     crits, msgs = prompts_for(item, rubric, target_format)
     return ScoreRequest(key=item.key, criteria=crits, prompts=msgs, images=list(item.images))
 
 
-def build_workload(processor, rubric, *, responses: int, images: tuple[int, int], prompt_tokens: int,
-                   families: list[str], jitter: float, seed: int, target_format: str = "score") -> list[Item]:
+def build_workload(
+    processor,
+    rubric,
+    *,
+    responses: int,
+    images: tuple[int, int],
+    prompt_tokens: int,
+    families: list[str],
+    jitter: float,
+    seed: int,
+    target_format: str = "score",
+) -> list[Item]:
     """``responses`` items whose criterion prompts average about ``prompt_tokens`` tokens (images expanded).
 
     Words per item are calibrated per family from two encodings (0 and 400 filler words), then
@@ -357,7 +451,7 @@ def build_workload(processor, rubric, *, responses: int, images: tuple[int, int]
     """
     import numpy as np
 
-    from judge.models.scoring import encode_prompts
+    from judge.models.readout import encode_prompts
 
     def mean_len(item: Item) -> float:
         _, msgs = prompts_for(item, rubric, target_format)
@@ -405,8 +499,11 @@ def peak_memory(device: str) -> dict:
     if not device.startswith("cuda"):
         return {"peak_memory_bytes": None, "peak_memory_gb": None, "peak_reserved_gb": None}
     alloc = torch.cuda.max_memory_allocated()
-    return {"peak_memory_bytes": alloc, "peak_memory_gb": alloc / 1e9,
-            "peak_reserved_gb": torch.cuda.max_memory_reserved() / 1e9}
+    return {
+        "peak_memory_bytes": alloc,
+        "peak_memory_gb": alloc / 1e9,
+        "peak_reserved_gb": torch.cuda.max_memory_reserved() / 1e9,
+    }
 
 
 def peak_tflops(device: str, override: float | None) -> tuple[float | None, str | None]:
@@ -427,9 +524,15 @@ def peak_tflops(device: str, override: float | None) -> tuple[float | None, str 
 def machine_facts(device: str, peak: float | None, gpu: str | None) -> dict:
     import torch
 
-    facts = {"type": "cuda" if device.startswith("cuda") else "cpu", "name": gpu or _cpu_name(),
-             "peak_bf16_tflops": peak, "cpus": os.cpu_count(), "torch_threads": torch.get_num_threads(),
-             "platform": platform.platform(), "load_average": list(os.getloadavg())}
+    facts = {
+        "type": "cuda" if device.startswith("cuda") else "cpu",
+        "name": gpu or _cpu_name(),
+        "peak_bf16_tflops": peak,
+        "cpus": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "platform": platform.platform(),
+        "load_average": list(os.getloadavg()),
+    }
     if device.startswith("cuda"):
         facts["cuda"] = torch.version.cuda
         facts["gpu_memory_gb"] = torch.cuda.get_device_properties(torch.device(device)).total_memory / 1e9
@@ -462,7 +565,7 @@ def rates(seconds: float, flops: float, peak: float | None) -> dict:
 
 
 def write_result(out_dir: str, name: str, device: str, result: dict) -> Path:
-    from judge.data.atomic import write_json
+    from judge.core.atomic import write_json
 
     tag = "cuda" if device.startswith("cuda") else "cpu"
     gpu = result.get("device", {}).get("name") if tag == "cuda" else None
@@ -535,31 +638,41 @@ def _as_list(batch):
     return list(batch)
 
 
-def score_judge(scorer, requests, *, share_prefix: bool, batch_tokens: int, batch_size: int, workers: int,
-                chunk: int):
+def score_judge(
+    scorer, requests, *, share_prefix: bool, batch_tokens: int, batch_size: int, workers: int, chunk: int
+):
     """Modes (b) and (c). ``workers == 0``: ``scorer.score`` (encode everything, then score), as the API does.
     ``workers > 0``: DataLoader workers encode chunks of ``chunk`` requests while the GPU scores the last one."""
     out = []
     if workers <= 0:
-        for batch in scorer.score(requests, share_prefix=share_prefix, max_batch_tokens=batch_tokens,
-                                  max_batch_size=batch_size):
+        for batch in scorer.score(
+            requests, share_prefix=share_prefix, batch_tokens=batch_tokens, max_batch_size=batch_size
+        ):
             out.extend(batch)
         return out
     from torch.utils.data import DataLoader
 
-    loader = DataLoader(_EncodeSet(scorer, requests), batch_size=chunk, num_workers=workers, collate_fn=_as_list,
-                        prefetch_factor=2, persistent_workers=False)
+    loader = DataLoader(
+        _EncodeSet(scorer, requests),
+        batch_size=chunk,
+        num_workers=workers,
+        collate_fn=_as_list,
+        prefetch_factor=2,
+        persistent_workers=False,
+    )
     for encoded in loader:
-        for batch in scorer.score_encoded(encoded, share_prefix=share_prefix, max_batch_tokens=batch_tokens,
-                                          max_batch_size=batch_size):
+        for batch in scorer.score_encoded(
+            encoded, share_prefix=share_prefix, batch_tokens=batch_tokens, max_batch_size=batch_size
+        ):
             out.extend(batch)
     return out
 
 
-def workload_counts(encoded, fm: FlopModel, share_prefix: bool, batch_tokens: int, batch_size: int,
-                    chunk: int | None) -> dict:
+def workload_counts(
+    encoded, fm: FlopModel, share_prefix: bool, batch_tokens: int, batch_size: int, chunk: int | None
+) -> dict:
     """Prefill tokens, FLOPs and tokens processed with padding for mode (b) or (c) over ``encoded``."""
-    from judge.models.scoring import _batch_cost, _pack
+    from judge.models.readout import _batch_cost, _pack
 
     tokens = flops = tiles = 0
     for e in encoded:
@@ -577,19 +690,25 @@ def workload_counts(encoded, fm: FlopModel, share_prefix: bool, batch_tokens: in
                 tiles += n_tiles
                 flops += fm.vision(n_tiles) + fm.lm(len(ids), 0, 1)
                 tokens += len(ids)
-    groups = [encoded] if not chunk else [encoded[i:i + chunk] for i in range(0, len(encoded), chunk)]
+    groups = [encoded] if not chunk else [encoded[i : i + chunk] for i in range(0, len(encoded), chunk)]
     padded = forward_batches = 0
     for g in groups:
         for b in _pack(g, share_prefix, batch_tokens, batch_size):
             padded += _batch_cost(b, share_prefix)
             forward_batches += 1
-    return {"prefill_tokens": tokens, "tiles": tiles, "flops": flops, "tokens_with_padding": padded,
-            "padding_fraction": 1 - tokens / padded if padded else None, "batches": forward_batches}
+    return {
+        "prefill_tokens": tokens,
+        "tiles": tiles,
+        "flops": flops,
+        "tokens_with_padding": padded,
+        "padding_fraction": 1 - tokens / padded if padded else None,
+        "batches": forward_batches,
+    }
 
 
 def mmie_counts(scorer, results, lengths: list[int], fm: FlopModel) -> dict:
     """Tokens and FLOPs of mode (a): per criterion, generation (prefill + decode) and the read-out pass."""
-    from judge.data.template import SCORE_CUE
+    from judge.core.template import SCORE_CUE
 
     tok = scorer.tokenizer
     prefill = decode = tiles = 0
@@ -608,8 +727,13 @@ def mmie_counts(scorer, results, lengths: list[int], fm: FlopModel) -> dict:
             prefill += L + L + cont
             decode += max(n_new - 1, 0)
             tiles += 2 * n_tiles
-    return {"prefill_tokens": prefill, "decode_tokens": decode, "generated_tokens": sum(lengths), "tiles": tiles,
-            "flops": flops}
+    return {
+        "prefill_tokens": prefill,
+        "decode_tokens": decode,
+        "generated_tokens": sum(lengths),
+        "tiles": tiles,
+        "flops": flops,
+    }
 
 
 def _scores_by_key(results) -> dict:
@@ -622,37 +746,67 @@ def agreement(x, y) -> dict:
         return {"pairs": 0, "max_abs_diff_expected": None, "max_abs_diff_distribution": None}
     de = max(abs(x[k].expected - y[k].expected) for k in common)
     dd = max(abs(p - q) for k in common for p, q in zip(x[k].distribution, y[k].distribution, strict=True))
-    return {"pairs": len(common), "max_abs_diff_expected": de, "max_abs_diff_distribution": dd,
-            "mean_abs_diff_expected": statistics.fmean(abs(x[k].expected - y[k].expected) for k in common)}
+    return {
+        "pairs": len(common),
+        "max_abs_diff_expected": de,
+        "max_abs_diff_distribution": dd,
+        "mean_abs_diff_expected": statistics.fmean(abs(x[k].expected - y[k].expected) for k in common),
+    }
 
 
 # ----------------------------------------------------------------------------- main
 def main(argv: list[str] | None = None) -> int:
+    from judge.models import BATCH_TOKENS
+
     argv = list(sys.argv[1:] if argv is None else argv)
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--shape", choices=sorted(SHAPES), default="4b")
     p.add_argument("--describe", action="store_true", help="print the config and parameter counts, and stop")
-    p.add_argument("--encode-only", action="store_true",
-                   help="build the workload and time its encoding on the CPU only (no model; any shape)")
+    p.add_argument(
+        "--encode-only",
+        action="store_true",
+        help="build the workload and time its encoding on the CPU only (no model; any shape)",
+    )
     p.add_argument("--responses", type=int, default=256, help="responses in the workload (default 256)")
-    p.add_argument("--images", type=parse_range, default=(2, 3), help="images per response, N or LO-HI (default 2-3)")
-    p.add_argument("--prompt-tokens", type=int, default=1500,
-                   help="mean criterion-prompt length in tokens, images expanded (default 1500)")
+    p.add_argument(
+        "--images", type=parse_range, default=(2, 3), help="images per response, N or LO-HI (default 2-3)"
+    )
+    p.add_argument(
+        "--prompt-tokens",
+        type=int,
+        default=1500,
+        help="mean criterion-prompt length in tokens, images expanded (default 1500)",
+    )
     p.add_argument("--jitter", type=float, default=0.15, help="prompt lengths vary within +-this fraction")
     p.add_argument("--families", default="SA,PBL,MSR", help="task families, cycled over responses")
-    p.add_argument("--max-tiles", type=int, default=1, help="tiles per image (1: one 448 px tile, 256 tokens)")
+    p.add_argument(
+        "--max-tiles", type=int, default=1, help="tiles per image (1: one 448 px tile, 256 tokens)"
+    )
     p.add_argument("--modes", default="mmie,unshared,shared", help="any of mmie, unshared, shared")
     p.add_argument("--new-tokens", type=int, default=256, help="rationale length in mode (a) (default 256)")
-    p.add_argument("--mmie-responses", type=int, default=4,
-                   help="responses mode (a) runs (it is slow; its rates are per second; default 4)")
-    p.add_argument("--batch-tokens", type=int, default=16384, help="token budget per forward pass (b, c)")
+    p.add_argument(
+        "--mmie-responses",
+        type=int,
+        default=4,
+        help="responses mode (a) runs (it is slow; its rates are per second; default 4)",
+    )
+    p.add_argument(
+        "--batch-tokens", type=int, default=BATCH_TOKENS, help="token budget per forward pass (b, c)"
+    )
     p.add_argument("--batch-size", type=int, default=64, help="most sequences per forward pass (b, c)")
-    p.add_argument("--workers", type=int, default=0,
-                   help="DataLoader workers that encode while the GPU scores (0: encode inline, as scorer.score)")
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=0,
+        help="DataLoader workers that encode while the GPU scores (0: encode inline, as scorer.score)",
+    )
     p.add_argument("--chunk", type=int, default=64, help="requests per worker chunk (with --workers)")
     p.add_argument("--warmup", type=int, default=8, help="responses scored once, untimed, before (b) and (c)")
-    p.add_argument("--repeats", type=int, default=1, help="timed runs of (b) and (c) each; the median is kept")
+    p.add_argument(
+        "--repeats", type=int, default=1, help="timed runs of (b) and (c) each; the median is kept"
+    )
     p.add_argument("--device", default="auto")
     p.add_argument("--dtype", default="auto", help="auto: bfloat16 on a GPU, float32 on the CPU")
     p.add_argument("--attn", default="sdpa", choices=["sdpa", "eager", "flash_attention_2"])
@@ -670,8 +824,8 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    from judge.data.rubric import load_rubric
-    from judge.models.scoring import Encoded, ExpectedScorer, _common_prefix_len, encode_prompts
+    from judge.core.rubric import load_rubric
+    from judge.models.readout import Encoded, ExpectedScorer, _common_prefix_len, encode_prompts
 
     shape = SHAPES[args.shape]
     rubric = load_rubric("mmie")
@@ -689,31 +843,50 @@ def main(argv: list[str] | None = None) -> int:
     fm = flop_model(config, counts)
 
     families = [f.strip() for f in args.families.split(",") if f.strip()]
-    items = build_workload(processor, rubric, responses=args.responses, images=args.images,
-                           prompt_tokens=args.prompt_tokens, families=families, jitter=args.jitter, seed=args.seed)
+    items = build_workload(
+        processor,
+        rubric,
+        responses=args.responses,
+        images=args.images,
+        prompt_tokens=args.prompt_tokens,
+        families=families,
+        jitter=args.jitter,
+        seed=args.seed,
+    )
     requests = [request_for(it, rubric, "score") for it in items]
     # Encoding alone, timed on the CPU: what ExpectedScorer.encode does per request (no model needed).
     t0 = time.perf_counter()
     raw = [encode_prompts(processor, r.prompts, r.images, r.max_patches, key=r.key) for r in requests]
     encode_s = time.perf_counter() - t0
-    encoded = [Encoded(r, ids, pv, _common_prefix_len(ids)) for r, (ids, pv) in zip(requests, raw, strict=True)]
+    encoded = [
+        Encoded(r, ids, pv, _common_prefix_len(ids)) for r, (ids, pv) in zip(requests, raw, strict=True)
+    ]
     lens = [len(x) for e in encoded for x in e.input_ids]
     prefix = [e.prefix_len for e in encoded]
     n_scores = len(lens)
     workload = {
-        "responses": len(requests), "criterion_scores": n_scores, "families": families,
-        "images_per_response": list(args.images), "images": sum(len(it.images) for it in items),
+        "responses": len(requests),
+        "criterion_scores": n_scores,
+        "families": families,
+        "images_per_response": list(args.images),
+        "images": sum(len(it.images) for it in items),
         "tiles": sum(int(e.pixel_values.shape[0]) for e in encoded if e.pixel_values is not None),
-        "prompt_tokens_target": args.prompt_tokens, "jitter": args.jitter,
-        "prompt_tokens_mean": statistics.fmean(lens), "prompt_tokens_min": min(lens), "prompt_tokens_max": max(lens),
+        "prompt_tokens_target": args.prompt_tokens,
+        "jitter": args.jitter,
+        "prompt_tokens_mean": statistics.fmean(lens),
+        "prompt_tokens_min": min(lens),
+        "prompt_tokens_max": max(lens),
         "shared_prefix_tokens_mean": statistics.fmean(prefix),
-        "encode_seconds_inline": encode_s, "encode_responses_per_s": len(requests) / encode_s,
+        "encode_seconds_inline": encode_s,
+        "encode_responses_per_s": len(requests) / encode_s,
         "encode_threads": torch.get_num_threads(),
     }
-    print(f"workload: {len(requests)} responses, {n_scores} criterion prompts of {workload['prompt_tokens_mean']:.0f} "
-          f"tokens on average ({min(lens)}-{max(lens)}), shared prefix {workload['shared_prefix_tokens_mean']:.0f}; "
-          f"{workload['images']} images; encoding alone {encode_s:.2f} s ({workload['encode_responses_per_s']:.1f} "
-          "responses/s on one CPU process)")
+    print(
+        f"workload: {len(requests)} responses, {n_scores} criterion prompts of {workload['prompt_tokens_mean']:.0f} "
+        f"tokens on average ({min(lens)}-{max(lens)}), shared prefix {workload['shared_prefix_tokens_mean']:.0f}; "
+        f"{workload['images']} images; encoding alone {encode_s:.2f} s ({workload['encode_responses_per_s']:.1f} "
+        "responses/s on one CPU process)"
+    )
 
     model = None
     build_s = weights_bytes = None
@@ -723,15 +896,19 @@ def main(argv: list[str] | None = None) -> int:
         sync(device)
         build_s = time.perf_counter() - t0
         weights_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
-        print(f"built on {device} ({dtype}, attention {args.attn}) in {build_s:.1f} s; "
-              f"weights {weights_bytes / 1e9:.2f} GB")
+        print(
+            f"built on {device} ({dtype}, attention {args.attn}) in {build_s:.1f} s; "
+            f"weights {weights_bytes / 1e9:.2f} GB"
+        )
         scorer = ExpectedScorer(model, processor, rubric.scale.values, device=device)
     else:
         modes = []
 
     results: dict[str, dict] = {}
     scores: dict[str, dict] = {}
-    kw = dict(batch_tokens=args.batch_tokens, batch_size=args.batch_size, workers=args.workers, chunk=args.chunk)
+    kw = dict(
+        batch_tokens=args.batch_tokens, batch_size=args.batch_size, workers=args.workers, chunk=args.chunk
+    )
 
     # Warm-up: first-call allocations, kernel selection and lazy imports stay out of the timings.
     warm = requests[: max(1, min(args.warmup, len(requests)))]
@@ -740,8 +917,9 @@ def main(argv: list[str] | None = None) -> int:
             score_judge(scorer, warm, share_prefix=mode == "shared", **kw)
     if "mmie" in modes:
         with eos_ignored(model):
-            scorer.score_with_rationale(request_for(items[0], rubric, "rationale_score"),
-                                        max_new_tokens=min(args.new_tokens, 8))
+            scorer.score_with_rationale(
+                request_for(items[0], rubric, "rationale_score"), max_new_tokens=min(args.new_tokens, 8)
+            )
     sync(device)
 
     for mode in [m for m in ("unshared", "shared") if m in modes]:
@@ -759,17 +937,27 @@ def main(argv: list[str] | None = None) -> int:
         assert sum(len(s) for _, s in out) == n_scores
         scores[mode] = _scores_by_key(out)
         sec = statistics.median(times)
-        c = workload_counts(encoded, fm, share, args.batch_tokens, args.batch_size,
-                            args.chunk if args.workers > 0 else None)
+        c = workload_counts(
+            encoded, fm, share, args.batch_tokens, args.batch_size, args.chunk if args.workers > 0 else None
+        )
         results[mode] = {
-            "label": "b. judge-score, no prefix sharing" if not share else
-            "c. judge-score, prefix sharing + token-budget batching",
-            "responses": len(requests), "criterion_scores": n_scores, "seconds": sec, "seconds_all": times,
-            "responses_per_s": len(requests) / sec, "criterion_scores_per_s": n_scores / sec,
-            "prefill_tokens": c["prefill_tokens"], "prefill_tokens_per_s": c["prefill_tokens"] / sec,
-            "tokens_with_padding": c["tokens_with_padding"], "padding_fraction": c["padding_fraction"],
-            "forward_batches": c["batches"], "tiles_encoded": c["tiles"],
-            **rates(sec, c["flops"], peak), **max(peaks, key=lambda m: m["peak_memory_bytes"] or 0),
+            "label": "b. judge-score, no prefix sharing"
+            if not share
+            else "c. judge-score, prefix sharing + token-budget batching",
+            "responses": len(requests),
+            "criterion_scores": n_scores,
+            "seconds": sec,
+            "seconds_all": times,
+            "responses_per_s": len(requests) / sec,
+            "criterion_scores_per_s": n_scores / sec,
+            "prefill_tokens": c["prefill_tokens"],
+            "prefill_tokens_per_s": c["prefill_tokens"] / sec,
+            "tokens_with_padding": c["tokens_with_padding"],
+            "padding_fraction": c["padding_fraction"],
+            "forward_batches": c["batches"],
+            "tiles_encoded": c["tiles"],
+            **rates(sec, c["flops"], peak),
+            **max(peaks, key=lambda m: m["peak_memory_bytes"] or 0),
         }
 
     if "mmie" in modes:
@@ -787,28 +975,40 @@ def main(argv: list[str] | None = None) -> int:
         scores["mmie"] = _scores_by_key(out)
         results["mmie"] = {
             "label": f"a. MMIE-style: one (response, criterion) at a time, {args.new_tokens}-token rationale, "
-                     "then a read-out pass",
-            "responses": len(sub), "criterion_scores": n, "seconds": sec,
-            "responses_per_s": len(sub) / sec, "criterion_scores_per_s": n / sec,
-            "prefill_tokens": c["prefill_tokens"], "prefill_tokens_per_s": c["prefill_tokens"] / sec,
-            "decode_tokens": c["decode_tokens"], "generated_tokens": c["generated_tokens"],
-            "generated_tokens_per_s": c["generated_tokens"] / sec, "tiles_encoded": c["tiles"],
-            **rates(sec, c["flops"], peak), **mem,
+            "then a read-out pass",
+            "responses": len(sub),
+            "criterion_scores": n,
+            "seconds": sec,
+            "responses_per_s": len(sub) / sec,
+            "criterion_scores_per_s": n / sec,
+            "prefill_tokens": c["prefill_tokens"],
+            "prefill_tokens_per_s": c["prefill_tokens"] / sec,
+            "decode_tokens": c["decode_tokens"],
+            "generated_tokens": c["generated_tokens"],
+            "generated_tokens_per_s": c["generated_tokens"] / sec,
+            "tiles_encoded": c["tiles"],
+            **rates(sec, c["flops"], peak),
+            **mem,
         }
 
     ratios = {}
     if "shared" in results and "mmie" in results:
-        ratios["c_over_a_responses_per_s"] = results["shared"]["responses_per_s"] / results["mmie"]["responses_per_s"]
+        ratios["c_over_a_responses_per_s"] = (
+            results["shared"]["responses_per_s"] / results["mmie"]["responses_per_s"]
+        )
     if "shared" in results and "unshared" in results:
-        ratios["c_over_b_responses_per_s"] = (results["shared"]["responses_per_s"]
-                                              / results["unshared"]["responses_per_s"])
+        ratios["c_over_b_responses_per_s"] = (
+            results["shared"]["responses_per_s"] / results["unshared"]["responses_per_s"]
+        )
     agree = {}
     if "shared" in scores and "unshared" in scores:
         agree["unshared_vs_shared"] = agreement(scores["unshared"], scores["shared"])
     if "shared" in scores and "mmie" in scores:
-        agree["mmie_vs_shared"] = {**agreement(scores["mmie"], scores["shared"]),
-                                   "note": "different prompts (rationale first) and a rationale before the score: "
-                                           "not expected to agree"}
+        agree["mmie_vs_shared"] = {
+            **agreement(scores["mmie"], scores["shared"]),
+            "note": "different prompts (rationale first) and a rationale before the score: "
+            "not expected to agree",
+        }
 
     cmd = "python scripts/bench_score.py" + ("" if not argv else " " + shlex.join(argv))
     result = {
@@ -819,22 +1019,40 @@ def main(argv: list[str] | None = None) -> int:
         "versions": versions(),
         "git_commit": _git_commit(),
         "config": {
-            "model": desc, "dtype": str(dtype).replace("torch.", ""), "attn_implementation": args.attn,
+            "model": desc,
+            "dtype": str(dtype).replace("torch.", ""),
+            "attn_implementation": args.attn,
             "attn_used": attn_used(model) if model is not None else None,
-            "weights_gb": weights_bytes / 1e9 if weights_bytes else None, "build_seconds": build_s,
-            "workload": workload, "new_tokens": args.new_tokens, "mmie_responses": args.mmie_responses,
-            "batch_tokens": args.batch_tokens, "batch_size": args.batch_size, "workers": args.workers,
-            "chunk": args.chunk, "warmup": args.warmup, "repeats": args.repeats, "modes": modes, "seed": args.seed,
+            "weights_gb": weights_bytes / 1e9 if weights_bytes else None,
+            "build_seconds": build_s,
+            "workload": workload,
+            "new_tokens": args.new_tokens,
+            "mmie_responses": args.mmie_responses,
+            "batch_tokens": args.batch_tokens,
+            "batch_size": args.batch_size,
+            "workers": args.workers,
+            "chunk": args.chunk,
+            "warmup": args.warmup,
+            "repeats": args.repeats,
+            "modes": modes,
+            "seed": args.seed,
         },
         "flop_formula": {
             "lm_forward": "2*P_lm*n + 4*L*d_attn*(n*c + n*(n+1)/2) + 2*d_model*V*k  (n new tokens, c cached, "
-                          "k logit positions)",
+            "k logit positions)",
             "vision_forward": "tiles*(2*P_vit*T + 4*L_vit*d_vit*T^2 + 2*P_proj*T_llm)",
-            "P_lm": fm.lm_params, "L": fm.lm_layers, "d_attn": fm.attn_dim, "d_model_x_V": fm.head_params,
-            "P_vit": fm.vit_params, "L_vit": fm.vit_layers, "d_vit": fm.vit_dim, "T": fm.vit_tokens,
-            "P_proj": fm.proj_params, "T_llm": fm.tile_tokens,
+            "P_lm": fm.lm_params,
+            "L": fm.lm_layers,
+            "d_attn": fm.attn_dim,
+            "d_model_x_V": fm.head_params,
+            "P_vit": fm.vit_params,
+            "L_vit": fm.vit_layers,
+            "d_vit": fm.vit_dim,
+            "T": fm.vit_tokens,
+            "P_proj": fm.proj_params,
+            "T_llm": fm.tile_tokens,
             "notes": "real tokens only (no padding); each mode is charged the work its algorithm does; "
-                     "MFU = flops / seconds / peak_bf16_tflops",
+            "MFU = flops / seconds / peak_bf16_tflops",
         },
         "results": results,
         "ratios": ratios,
@@ -861,22 +1079,38 @@ def _fmt(x, spec: str) -> str:
 def print_table(result: dict) -> None:
     rows = result["results"]
     dev = result["device"]
-    print(f"\n{dev['name']} ({dev['type']}), {result['config']['dtype']}; peak {dev['peak_bf16_tflops'] or '-'} TFLOP/s")
-    head = ["mode", "responses", "seconds", "responses/s", "scores/s", "prefill tok/s", "TFLOP/s", "MFU", "peak GB"]
+    print(
+        f"\n{dev['name']} ({dev['type']}), {result['config']['dtype']}; peak {dev['peak_bf16_tflops'] or '-'} TFLOP/s"
+    )
+    head = [
+        "mode",
+        "responses",
+        "seconds",
+        "responses/s",
+        "scores/s",
+        "prefill tok/s",
+        "TFLOP/s",
+        "MFU",
+        "peak GB",
+    ]
     print("| " + " | ".join(head) + " |")
     print("|" + "|".join("---" for _ in head) + "|")
     for key in ("mmie", "unshared", "shared"):
         if key not in rows:
             continue
         r = rows[key]
-        print(f"| {key} | {r['responses']} | {r['seconds']:.2f} | {r['responses_per_s']:.3g} | "
-              f"{r['criterion_scores_per_s']:.3g} | {r['prefill_tokens_per_s']:.4g} | {_fmt(r['tflops_per_s'], '.3g')} | "
-              f"{_fmt(r['mfu'], '.1%')} | {_fmt(r['peak_memory_gb'], '.2f')} |")
+        print(
+            f"| {key} | {r['responses']} | {r['seconds']:.2f} | {r['responses_per_s']:.3g} | "
+            f"{r['criterion_scores_per_s']:.3g} | {r['prefill_tokens_per_s']:.4g} | {_fmt(r['tflops_per_s'], '.3g')} | "
+            f"{_fmt(r['mfu'], '.1%')} | {_fmt(r['peak_memory_gb'], '.2f')} |"
+        )
     for k, v in result["ratios"].items():
         print(f"{k}: {v:.2f}x")
     for k, v in result["agreement"].items():
         if v.get("max_abs_diff_expected") is not None:
-            print(f"agreement {k}: max |diff| of expected score {v['max_abs_diff_expected']:.2e} over {v['pairs']}")
+            print(
+                f"agreement {k}: max |diff| of expected score {v['max_abs_diff_expected']:.2e} over {v['pairs']}"
+            )
 
 
 if __name__ == "__main__":

@@ -55,7 +55,12 @@ if str(SCRIPTS) not in sys.path:
 import bench_score as bs  # noqa: E402  (the shared model, workload and FLOP helpers)
 
 REPO = bs.REPO
-CONFIGS = {"lora": ("none", False), "lora-gc": ("none", True), "qlora": ("4bit", False), "qlora-gc": ("4bit", True)}
+CONFIGS = {
+    "lora": ("none", False),
+    "lora-gc": ("none", True),
+    "qlora": ("4bit", False),
+    "qlora-gc": ("4bit", True),
+}
 
 
 # ----------------------------------------------------------------------------- data
@@ -63,7 +68,7 @@ def sft_examples(items, rubric, target_format: str, rationale_words: int, seed: 
     """One SFT example per (response, criterion), in the shape ``judge.data.build`` writes (images as PIL)."""
     import numpy as np
 
-    from judge.data.template import build_target, completion_messages
+    from judge.core.template import build_target, completion_messages
 
     rng = np.random.default_rng(seed)
     out = []
@@ -72,9 +77,15 @@ def sft_examples(items, rubric, target_format: str, rationale_words: int, seed: 
         for c, m in zip(crits, msgs, strict=True):
             rationale = bs._words(rng, rationale_words) if target_format != "score" else None
             score = int(rng.integers(rubric.scale.min, rubric.scale.max + 1))
-            out.append({"id": f"{it.key}:{c}", "prompt": m,
-                        "completion": completion_messages(build_target(score, rationale, target_format)),
-                        "images": list(it.images), "max_patches": None})
+            out.append(
+                {
+                    "id": f"{it.key}:{c}",
+                    "prompt": m,
+                    "completion": completion_messages(build_target(score, rationale, target_format)),
+                    "images": list(it.images),
+                    "max_patches": None,
+                }
+            )
     return out
 
 
@@ -89,9 +100,12 @@ class BatchSampler:
         order = rng.permutation(len(lengths)).tolist()
         if bucket:
             size = batch_size * window
-            order = [i for s in range(0, len(order), size)
-                     for i in sorted(order[s:s + size], key=lambda j: -lengths[j])]
-        batches = [order[s:s + batch_size] for s in range(0, len(order), batch_size)]
+            order = [
+                i
+                for s in range(0, len(order), size)
+                for i in sorted(order[s : s + size], key=lambda j: -lengths[j])
+            ]
+        batches = [order[s : s + batch_size] for s in range(0, len(order), batch_size)]
         batches = [b for b in batches if len(b) == batch_size] or batches
         self.batches = [batches[i] for i in rng.permutation(len(batches))] if bucket else batches
 
@@ -130,12 +144,19 @@ def loss_labels_only(model, batch: dict):
     labels = batch["labels"]
     has = (labels != -100).any(0).nonzero()
     k = int(labels.shape[1] - has[0, 0]) if len(has) else 1
-    out = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
-                position_ids=batch["position_ids"], pixel_values=batch.get("pixel_values"),
-                logits_to_keep=k + 1, use_cache=False)
+    out = model(
+        input_ids=batch["input_ids"],
+        attention_mask=batch["attention_mask"],
+        position_ids=batch["position_ids"],
+        pixel_values=batch.get("pixel_values"),
+        logits_to_keep=k + 1,
+        use_cache=False,
+    )
     logits = out.logits[:, :-1, :]  # position t predicts token t + 1
     target = labels[:, -k:]
-    return F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), target.reshape(-1), ignore_index=-100)
+    return F.cross_entropy(
+        logits.float().reshape(-1, logits.shape[-1]), target.reshape(-1), ignore_index=-100
+    )
 
 
 def loss_all(model, batch: dict):
@@ -159,7 +180,9 @@ def step_flops(batch: dict, fm: bs.FlopModel, lora_params: int) -> tuple[float, 
 
 
 # ----------------------------------------------------------------------------- one configuration
-def run_config(name: str, args, model_dir: Path, device: str, dtype_name: str, examples, lengths, fm, peak) -> dict:
+def run_config(
+    name: str, args, model_dir: Path, device: str, dtype_name: str, examples, lengths, fm, peak
+) -> dict:
     import torch
     from torch.utils.data import DataLoader
 
@@ -169,18 +192,24 @@ def run_config(name: str, args, model_dir: Path, device: str, dtype_name: str, e
 
     quant, gc_on = CONFIGS[name]
     if quant != "none" and not device.startswith("cuda") and torch.cuda.is_available():
-        raise SystemExit(f"{name}: build_model places a 4-bit model on the GPU whenever one is present; run with "
-                         "--device cuda, or hide the GPU (CUDA_VISIBLE_DEVICES=) for a CPU run")
+        raise SystemExit(
+            f"{name}: build_model places a 4-bit model on the GPU whenever one is present; run with "
+            "--device cuda, or hide the GPU (CUDA_VISIBLE_DEVICES=) for a CPU run"
+        )
     if quant != "none" and not device.startswith("cuda"):
-        print(f"  {name}: 4-bit on the CPU (bitsandbytes' CPU kernels): slow, for testing only", file=sys.stderr)
+        print(
+            f"  {name}: 4-bit on the CPU (bitsandbytes' CPU kernels): slow, for testing only", file=sys.stderr
+        )
     bs.reset_peak(device)
-    cfg = RunConfig.model_validate({
-        "data": {"annotations": ["synthetic.jsonl"]},
-        "model": {"path": str(model_dir), "dtype": dtype_name, "attn_implementation": args.attn},
-        "lora": {"r": args.lora_r, "alpha": args.lora_alpha, "dropout": args.lora_dropout},
-        "quantization": quant,
-        "train": {"gradient_checkpointing": gc_on, "per_device_train_batch_size": args.batch_size},
-    })
+    cfg = RunConfig.model_validate(
+        {
+            "data": {"annotations": ["synthetic.jsonl"]},
+            "model": {"path": str(model_dir), "dtype": dtype_name, "attn_implementation": args.attn},
+            "lora": {"r": args.lora_r, "alpha": args.lora_alpha, "dropout": args.lora_dropout},
+            "quantization": quant,
+            "train": {"gradient_checkpointing": gc_on, "per_device_train_batch_size": args.batch_size},
+        }
+    )
     t0 = time.perf_counter()
     model, processor, dtype = build_model(cfg)
     if quant == "none":
@@ -194,20 +223,35 @@ def run_config(name: str, args, model_dir: Path, device: str, dtype_name: str, e
     weights_mem = torch.cuda.memory_allocated() / 1e9 if device.startswith("cuda") else None
     trainable = [p for p in model.parameters() if p.requires_grad]
     lora_params = sum(p.numel() for p in trainable)
-    opt = torch.optim.AdamW(trainable, lr=args.lr, weight_decay=0.0,
-                            fused=device.startswith("cuda") and all(p.is_cuda for p in trainable))
+    opt = torch.optim.AdamW(
+        trainable,
+        lr=args.lr,
+        weight_decay=0.0,
+        fused=device.startswith("cuda") and all(p.is_cuda for p in trainable),
+    )
     collator = JudgeCollator(processor)
     sampler = BatchSampler(lengths, args.batch_size, args.bucket, args.seed)
     cuda = device.startswith("cuda")
-    loader = DataLoader(examples, batch_sampler=sampler, collate_fn=collator, num_workers=args.workers,
-                        pin_memory=cuda and args.pin_memory, persistent_workers=False,
-                        prefetch_factor=2 if args.workers > 0 else None)
+    loader = DataLoader(
+        examples,
+        batch_sampler=sampler,
+        collate_fn=collator,
+        num_workers=args.workers,
+        pin_memory=cuda and args.pin_memory,
+        persistent_workers=False,
+        prefetch_factor=2 if args.workers > 0 else None,
+    )
     # bf16 autocast, as the Trainer's bf16: true does (LoRA weights are float32, QLoRA's norms and embeddings too).
-    autocast = (torch.autocast(device_type="cuda" if cuda else "cpu", dtype=torch.bfloat16)
-                if dtype == torch.bfloat16 else contextlib.nullcontext())
+    autocast = (
+        torch.autocast(device_type="cuda" if cuda else "cpu", dtype=torch.bfloat16)
+        if dtype == torch.bfloat16
+        else contextlib.nullcontext()
+    )
     loss_fn = loss_labels_only if args.loss_on == "labels" else loss_all
-    pixel_dtype = next((p.dtype for n, p in model.named_parameters()
-                        if "patch_embeddings" in n and p.is_floating_point()), dtype)
+    pixel_dtype = next(
+        (p.dtype for n, p in model.named_parameters() if "patch_embeddings" in n and p.is_floating_point()),
+        dtype,
+    )
     total = args.warmup_steps + args.steps
     if len(sampler) < total:
         raise SystemExit(f"{len(sampler)} batches for {total} steps: raise --responses")
@@ -216,9 +260,14 @@ def run_config(name: str, args, model_dir: Path, device: str, dtype_name: str, e
     tokens = labels = padded = 0
     it = iter(loader)
     t_start = t_last = None
-    result: dict = {"quantization": quant, "gradient_checkpointing": gc_on, "trainable_params": lora_params,
-                    "load_seconds": load_s, "weights_memory_gb": weights_mem,
-                    "attn_implementation": bs.attn_used(model)}
+    result: dict = {
+        "quantization": quant,
+        "gradient_checkpointing": gc_on,
+        "trainable_params": lora_params,
+        "load_seconds": load_s,
+        "weights_memory_gb": weights_mem,
+        "attn_implementation": bs.attn_used(model),
+    }
     try:
         for step in range(total):
             if step == args.warmup_steps:
@@ -254,19 +303,29 @@ def run_config(name: str, args, model_dir: Path, device: str, dtype_name: str, e
         return result
     loss_values = [float(x) for x in losses]
     n_examples = args.steps * args.batch_size
-    result.update({
-        "steps": args.steps, "warmup_steps": args.warmup_steps, "batch_size": args.batch_size,
-        "seconds": sec, "seconds_per_step": sec / args.steps,
-        "seconds_per_step_median": statistics.median(step_s) if step_s else None,
-        "tokens": tokens, "label_tokens": labels, "tokens_with_padding": padded,
-        "padding_fraction": 1 - tokens / padded if padded else None,
-        "tokens_per_s": tokens / sec, "examples_per_s": n_examples / sec,
-        **bs.rates(sec, flops, peak),
-        "flops_6n": flops6, "mfu_6n": (flops6 / sec / 1e12 / peak) if peak else None,
-        "loss_first": loss_values[0], "loss_last": loss_values[-1],
-        "loss_finite": all(math.isfinite(x) for x in loss_values),
-        **bs.peak_memory(device),
-    })
+    result.update(
+        {
+            "steps": args.steps,
+            "warmup_steps": args.warmup_steps,
+            "batch_size": args.batch_size,
+            "seconds": sec,
+            "seconds_per_step": sec / args.steps,
+            "seconds_per_step_median": statistics.median(step_s) if step_s else None,
+            "tokens": tokens,
+            "label_tokens": labels,
+            "tokens_with_padding": padded,
+            "padding_fraction": 1 - tokens / padded if padded else None,
+            "tokens_per_s": tokens / sec,
+            "examples_per_s": n_examples / sec,
+            **bs.rates(sec, flops, peak),
+            "flops_6n": flops6,
+            "mfu_6n": (flops6 / sec / 1e12 / peak) if peak else None,
+            "loss_first": loss_values[0],
+            "loss_last": loss_values[-1],
+            "loss_finite": all(math.isfinite(x) for x in loss_values),
+            **bs.peak_memory(device),
+        }
+    )
     del model, opt, loader, it
     return result
 
@@ -274,11 +333,14 @@ def run_config(name: str, args, model_dir: Path, device: str, dtype_name: str, e
 # ----------------------------------------------------------------------------- main
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--shape", choices=sorted(bs.SHAPES), default="4b")
     p.add_argument("--configs", default="lora,lora-gc,qlora,qlora-gc", help=f"any of {', '.join(CONFIGS)}")
-    p.add_argument("--steps", type=int, default=10, help="timed optimizer steps per configuration (default 10)")
+    p.add_argument(
+        "--steps", type=int, default=10, help="timed optimizer steps per configuration (default 10)"
+    )
     p.add_argument("--warmup-steps", type=int, default=2, help="untimed steps first (default 2)")
     p.add_argument("--batch-size", type=int, default=8, help="examples per step (default 8)")
     p.add_argument("--responses", type=int, help="responses in the data pool (default: enough for the steps)")
@@ -289,13 +351,23 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-tiles", type=int, default=1)
     p.add_argument("--target", default="score", choices=["score", "score_rationale", "rationale_score"])
     p.add_argument("--rationale-words", type=int, default=60, help="rationale length for rationale targets")
-    p.add_argument("--loss-on", default="labels", choices=["labels", "all"],
-                   help="labels: LM head on label positions only; all: logits everywhere (the stock path)")
+    p.add_argument(
+        "--loss-on",
+        default="labels",
+        choices=["labels", "all"],
+        help="labels: LM head on label positions only; all: logits everywhere (the stock path)",
+    )
     p.add_argument("--bucket", action=argparse.BooleanOptionalAction, default=True, help="length bucketing")
-    p.add_argument("--workers", type=int, default=2, help="DataLoader workers running the collator (0: inline)")
+    p.add_argument(
+        "--workers", type=int, default=2, help="DataLoader workers running the collator (0: inline)"
+    )
     p.add_argument("--pin-memory", action=argparse.BooleanOptionalAction, default=True)
-    p.add_argument("--sync-steps", action=argparse.BooleanOptionalAction, default=False,
-                   help="synchronise after each step to time it (adds a sync per step)")
+    p.add_argument(
+        "--sync-steps",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="synchronise after each step to time it (adds a sync per step)",
+    )
     p.add_argument("--lora-r", type=int, default=16)
     p.add_argument("--lora-alpha", type=int, default=32)
     p.add_argument("--lora-dropout", type=float, default=0.05)
@@ -305,11 +377,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--attn", default="sdpa", choices=["sdpa", "eager", "flash_attention_2"])
     p.add_argument("--peak-tflops", type=float)
     p.add_argument("--threads", type=int)
-    p.add_argument("--model-dir", help="where the random model is saved (reused if it holds one; default: a "
-                   "temporary folder, removed at the end)")
+    p.add_argument(
+        "--model-dir",
+        help="where the random model is saved (reused if it holds one; default: a "
+        "temporary folder, removed at the end)",
+    )
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--save-only", action="store_true",
-                   help="save the random model (and its processor) to --model-dir, and stop: a base for judge-train")
+    p.add_argument(
+        "--save-only",
+        action="store_true",
+        help="save the random model (and its processor) to --model-dir, and stop: a base for judge-train",
+    )
     p.add_argument("--out", default=str(REPO / "benchmarks/results"))
     args = p.parse_args(argv)
     if args.save_only and not args.model_dir:
@@ -323,7 +401,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    from judge.data.rubric import load_rubric
+    from judge.core.rubric import load_rubric
     from judge.train.collator import JudgeCollator
 
     device = bs.resolve_device(args.device)
@@ -341,7 +419,9 @@ def main(argv: list[str] | None = None) -> int:
     fm = bs.flop_model(config, counts)
 
     tmp = None
-    model_dir = Path(args.model_dir) if args.model_dir else Path(tmp := tempfile.mkdtemp(prefix="bench-train-"))
+    model_dir = (
+        Path(args.model_dir) if args.model_dir else Path(tmp := tempfile.mkdtemp(prefix="bench-train-"))
+    )
     try:
         if not (model_dir / "config.json").is_file():
             t0 = time.perf_counter()
@@ -358,9 +438,17 @@ def main(argv: list[str] | None = None) -> int:
         per_response = len(rubric.family("SA").criterion_ids)
         responses = args.responses or math.ceil(n_examples / per_response)
         families = [f.strip() for f in args.families.split(",") if f.strip()]
-        items = bs.build_workload(processor, rubric, responses=responses, images=args.images,
-                                  prompt_tokens=args.prompt_tokens, families=families, jitter=args.jitter,
-                                  seed=args.seed, target_format=args.target)
+        items = bs.build_workload(
+            processor,
+            rubric,
+            responses=responses,
+            images=args.images,
+            prompt_tokens=args.prompt_tokens,
+            families=families,
+            jitter=args.jitter,
+            seed=args.seed,
+            target_format=args.target,
+        )
         examples = sft_examples(items, rubric, args.target, args.rationale_words, args.seed)
         # Lengths once, before the timed loop, as a dataset's length column would hold them.
         collator = JudgeCollator(processor)
@@ -368,20 +456,32 @@ def main(argv: list[str] | None = None) -> int:
         for ex in examples:
             p_ids, c_ids, _ = collator.encode(ex)
             lengths.append(len(p_ids) + len(c_ids))
-        workload = {"responses": responses, "examples": len(examples), "target": args.target,
-                    "families": families, "images_per_response": list(args.images),
-                    "example_tokens_mean": statistics.fmean(lengths), "example_tokens_min": min(lengths),
-                    "example_tokens_max": max(lengths), "prompt_tokens_target": args.prompt_tokens}
-        print(f"data: {len(examples)} examples of {workload['example_tokens_mean']:.0f} tokens on average "
-              f"({min(lengths)}-{max(lengths)}), target {args.target!r}")
+        workload = {
+            "responses": responses,
+            "examples": len(examples),
+            "target": args.target,
+            "families": families,
+            "images_per_response": list(args.images),
+            "example_tokens_mean": statistics.fmean(lengths),
+            "example_tokens_min": min(lengths),
+            "example_tokens_max": max(lengths),
+            "prompt_tokens_target": args.prompt_tokens,
+        }
+        print(
+            f"data: {len(examples)} examples of {workload['example_tokens_mean']:.0f} tokens on average "
+            f"({min(lengths)}-{max(lengths)}), target {args.target!r}"
+        )
 
         results = {}
         for name in configs:
             results[name] = run_config(name, args, model_dir, device, dtype_name, examples, lengths, fm, peak)
             r = results[name]
             if "error" not in r:
-                print(f"  {name}: {r['tokens_per_s']:.4g} tokens/s, loss {r['loss_first']:.3f} -> {r['loss_last']:.3f}",
-                      file=sys.stderr, flush=True)
+                print(
+                    f"  {name}: {r['tokens_per_s']:.4g} tokens/s, loss {r['loss_first']:.3f} -> {r['loss_last']:.3f}",
+                    file=sys.stderr,
+                    flush=True,
+                )
             bs.reset_peak(device)
     finally:
         if tmp is not None:
@@ -390,30 +490,49 @@ def main(argv: list[str] | None = None) -> int:
     cmd = "python scripts/bench_train.py" + ("" if not argv else " " + shlex.join(argv))
     result = {
         "benchmark": "judge LoRA SFT training throughput: bf16 LoRA and 4-bit QLoRA, with and without "
-                     "gradient checkpointing",
+        "gradient checkpointing",
         "command": cmd,
         "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "device": bs.machine_facts(device, peak, gpu),
         "versions": bs.versions(),
         "git_commit": bs._git_commit(),
         "config": {
-            "model": desc, "dtype": dtype_name, "attn_implementation": args.attn, "workload": workload,
-            "lora": {"r": args.lora_r, "alpha": args.lora_alpha, "dropout": args.lora_dropout,
-                     "target_modules": "language (q,k,v,o,gate,up,down of the language model)"},
-            "optimizer": "torch AdamW (fused on the GPU)", "lr": args.lr,
-            "batch_size": args.batch_size, "steps": args.steps, "warmup_steps": args.warmup_steps,
-            "loss_on": args.loss_on, "bucket": args.bucket, "workers": args.workers, "pin_memory": args.pin_memory,
-            "configs": configs, "seed": args.seed,
+            "model": desc,
+            "dtype": dtype_name,
+            "attn_implementation": args.attn,
+            "workload": workload,
+            "lora": {
+                "r": args.lora_r,
+                "alpha": args.lora_alpha,
+                "dropout": args.lora_dropout,
+                "target_modules": "language (q,k,v,o,gate,up,down of the language model)",
+            },
+            "optimizer": "torch AdamW (fused on the GPU)",
+            "lr": args.lr,
+            "batch_size": args.batch_size,
+            "steps": args.steps,
+            "warmup_steps": args.warmup_steps,
+            "loss_on": args.loss_on,
+            "bucket": args.bucket,
+            "workers": args.workers,
+            "pin_memory": args.pin_memory,
+            "configs": configs,
+            "seed": args.seed,
         },
         "flop_formula": {
             "forward": "2*P_lm*n + 4*L*d_attn*n*(n+1)/2 + 2*d_model*V*k + F_vit(tiles)",
             "backward": "2*P_lm*n + 8*L*d_attn*n*(n+1)/2 + 2*d_model*V*k (frozen base: input gradients only)",
             "adapters": "6*P_lora*n",
             "convention_6n": "6*P_lm*n + 12*L*d_attn*n*(n+1)/2 + 6*d_model*V*k + 6*P_lora*n + F_vit(tiles)",
-            "P_lm": fm.lm_params, "L": fm.lm_layers, "d_attn": fm.attn_dim, "d_model_x_V": fm.head_params,
-            "P_vit": fm.vit_params, "T": fm.vit_tokens, "P_proj": fm.proj_params,
+            "P_lm": fm.lm_params,
+            "L": fm.lm_layers,
+            "d_attn": fm.attn_dim,
+            "d_model_x_V": fm.head_params,
+            "P_vit": fm.vit_params,
+            "T": fm.vit_tokens,
+            "P_proj": fm.proj_params,
             "notes": "n real tokens (no padding), k label tokens per example; recomputation under gradient "
-                     "checkpointing is not counted (MFU, not HFU); MFU = flops / seconds / peak_bf16_tflops",
+            "checkpointing is not counted (MFU, not HFU); MFU = flops / seconds / peak_bf16_tflops",
         },
         "results": results,
     }
@@ -425,8 +544,10 @@ def main(argv: list[str] | None = None) -> int:
 
 def print_table(result: dict) -> None:
     dev = result["device"]
-    print(f"\n{dev['name']} ({dev['type']}), {result['config']['dtype']}; peak {dev['peak_bf16_tflops'] or '-'} "
-          f"TFLOP/s; batch {result['config']['batch_size']}, loss on {result['config']['loss_on']}")
+    print(
+        f"\n{dev['name']} ({dev['type']}), {result['config']['dtype']}; peak {dev['peak_bf16_tflops'] or '-'} "
+        f"TFLOP/s; batch {result['config']['batch_size']}, loss on {result['config']['loss_on']}"
+    )
     head = ["config", "s/step", "tokens/s", "examples/s", "TFLOP/s", "MFU", "MFU (6N)", "peak GB", "loss"]
     print("| " + " | ".join(head) + " |")
     print("|" + "|".join("---" for _ in head) + "|")
@@ -435,9 +556,11 @@ def print_table(result: dict) -> None:
         if "error" in r:
             print(f"| {name} | {r['error']} |" + " |" * (len(head) - 2))
             continue
-        print(f"| {name} | {r['seconds_per_step']:.3g} | {r['tokens_per_s']:.4g} | {r['examples_per_s']:.3g} | "
-              f"{f(r['tflops_per_s'], '.3g')} | {f(r['mfu'], '.1%')} | {f(r['mfu_6n'], '.1%')} | "
-              f"{f(r['peak_memory_gb'], '.2f')} | {r['loss_first']:.3f} -> {r['loss_last']:.3f} |")
+        print(
+            f"| {name} | {r['seconds_per_step']:.3g} | {r['tokens_per_s']:.4g} | {r['examples_per_s']:.3g} | "
+            f"{f(r['tflops_per_s'], '.3g')} | {f(r['mfu'], '.1%')} | {f(r['mfu_6n'], '.1%')} | "
+            f"{f(r['peak_memory_gb'], '.2f')} | {r['loss_first']:.3f} -> {r['loss_last']:.3f} |"
+        )
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ cp -r "$repo/annotations/demo" demo
 set -x
 "$bin/judge-data" rubric show mmie | head -n 1
 "$bin/judge-data" rubric show rubric6 >/dev/null 2>&1 && exit 1  # a run config is no rubric: must fail
+"$bin/judge-data" build --config rubric6 --no-tokens --set "data.annotations=[demo/annotations.jsonl]" --out out/r6 | tail -n 1
 "$bin/judge-score" preds/mmra/predictions.jsonl --no-judge --out out/mmra --no-progress | tail -n 2
 "$bin/judge-score" preds/canonical.jsonl --judge tiny --rubric mmie --limit 3 --out out/canonical --no-progress | tail -n 2
 "$bin/judge-train" --config demo --set output_dir=out/train --set "data.annotations=[demo/annotations.jsonl]" \

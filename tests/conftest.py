@@ -10,9 +10,18 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing in the tests may reach a
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def command_logging():
+    """The library's log messages shown as the commands show them (INFO on stdout, ``warning: ...`` on
+    stderr), also for tests that call a library function directly and read what it printed."""
+    from judge.cli._logging import setup_logging
+
+    setup_logging()
+
+
 @pytest.fixture(scope="session")
 def rubric():
-    from judge.data.rubric import load_rubric
+    from judge.core.rubric import load_rubric
 
     return load_rubric("mmie")
 
@@ -28,7 +37,7 @@ def tiny():
 @pytest.fixture(scope="session")
 def small_demo(tmp_path_factory):
     """A small synthetic annotation set (12 questions x 3 responses) with real PNG images."""
-    from judge.data.demo import generate_demo
+    from judge.testing.demo import generate_demo
 
     return generate_demo(tmp_path_factory.mktemp("demo"), n_questions=12, seed=0)
 
@@ -44,10 +53,6 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(n)
-
-
-def pytest_configure(config):
-    config.addinivalue_line("markers", "gpu: needs a CUDA GPU (skipped on a machine without one)")
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 from scipy.stats import spearmanr
 
+from judge.core.schema import AnnotationRecord
 from judge.data.aggregate import (
     aggregate_record,
     aggregate_values,
@@ -13,7 +14,6 @@ from judge.data.aggregate import (
     mean_pairwise_spearman,
     reliability_matrix,
 )
-from judge.data.schema import AnnotationRecord
 
 
 def rec(i, scores):
@@ -47,9 +47,11 @@ def test_interval_alpha_hand_computed():
     d_e = pair_sum / (6 * 5)
     d_o = (2 + 0 + 2) / 6
     expected = 1 - d_o / d_e
-    records = [rec(0, {"a": {"overall": 1}, "b": {"overall": 2}}),
-               rec(1, {"a": {"overall": 3}, "b": {"overall": 3}}),
-               rec(2, {"a": {"overall": 5}, "b": {"overall": 4}})]
+    records = [
+        rec(0, {"a": {"overall": 1}, "b": {"overall": 2}}),
+        rec(1, {"a": {"overall": 3}, "b": {"overall": 3}}),
+        rec(2, {"a": {"overall": 5}, "b": {"overall": 4}}),
+    ]
     _, mat = reliability_matrix(records, "overall")
     ours = krippendorff_alpha(mat, "interval")
     assert ours == pytest.approx(expected, abs=1e-12)
@@ -61,7 +63,8 @@ def test_alpha_with_missing_and_ordinal_matches_package():
     mat = np.array([[1, 2, 3, 3, np.nan, 6, 0], [1, 3, 3, 4, 5, np.nan, 1], [np.nan, 2, 4, 4, 5, 6, 0]])
     for level in ("interval", "ordinal"):
         assert krippendorff_alpha(mat, level, range(7)) == pytest.approx(
-            krippendorff.alpha(reliability_data=mat, level_of_measurement=level, value_domain=list(range(7))))
+            krippendorff.alpha(reliability_data=mat, level_of_measurement=level, value_domain=list(range(7)))
+        )
     assert math.isnan(krippendorff_alpha(np.array([[1.0, np.nan], [np.nan, 2.0]])))
 
 
@@ -73,8 +76,10 @@ def test_mean_pairwise_spearman():
 
 
 def test_agreement_summary():
-    records = [rec(i, {"a": {"overall": s}, "b": {"overall": min(6, s + d)}})
-               for i, (s, d) in enumerate([(0, 0), (2, 1), (4, 0), (6, 0), (3, 1)])]
+    records = [
+        rec(i, {"a": {"overall": s}, "b": {"overall": min(6, s + d)}})
+        for i, (s, d) in enumerate([(0, 0), (2, 1), (4, 0), (6, 0), (3, 1)])
+    ]
     a = agreement(records, "overall", range(7))
     assert a.n_items == 5 and a.n_annotators == 2
     assert 0.8 < a.alpha_interval <= 1.0

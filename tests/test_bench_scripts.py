@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -49,14 +50,41 @@ def tiny_parts(bs, rubric):
     return shape, processor, config, model
 
 
-RESULT_FIELDS = {"responses", "criterion_scores", "seconds", "responses_per_s", "criterion_scores_per_s",
-                 "prefill_tokens", "prefill_tokens_per_s", "flops", "tflops_per_s", "mfu", "peak_memory_bytes",
-                 "peak_memory_gb"}
+RESULT_FIELDS = {
+    "responses",
+    "criterion_scores",
+    "seconds",
+    "responses_per_s",
+    "criterion_scores_per_s",
+    "prefill_tokens",
+    "prefill_tokens_per_s",
+    "flops",
+    "tflops_per_s",
+    "mfu",
+    "peak_memory_bytes",
+    "peak_memory_gb",
+}
 
 
 def test_bench_score_tiny_three_modes(bs, tmp_path):
-    argv = ["--shape", "tiny", "--responses", "4", "--new-tokens", "4", "--mmie-responses", "1",
-            "--prompt-tokens", "300", "--warmup", "1", "--device", "cpu", "--out", str(tmp_path)]
+    argv = [
+        "--shape",
+        "tiny",
+        "--responses",
+        "4",
+        "--new-tokens",
+        "4",
+        "--mmie-responses",
+        "1",
+        "--prompt-tokens",
+        "300",
+        "--warmup",
+        "1",
+        "--device",
+        "cpu",
+        "--out",
+        str(tmp_path),
+    ]
     assert bs.main(argv) == 0
     (path,) = tmp_path.glob("bench_score_cpu_*.json")
     d = json.loads(path.read_text())
@@ -86,11 +114,19 @@ def test_bench_score_tiny_three_modes(bs, tmp_path):
 
 
 def test_workers_encode_gives_the_same_scores(bs, tiny_parts, rubric):
-    from judge.models.scoring import ExpectedScorer
+    from judge.models.readout import ExpectedScorer
 
     _, processor, _, model = tiny_parts
-    items = bs.build_workload(processor, rubric, responses=3, images=(1, 2), prompt_tokens=250,
-                              families=["SA", "MSR"], jitter=0.2, seed=3)
+    items = bs.build_workload(
+        processor,
+        rubric,
+        responses=3,
+        images=(1, 2),
+        prompt_tokens=250,
+        families=["SA", "MSR"],
+        jitter=0.2,
+        seed=3,
+    )
     requests = [bs.request_for(it, rubric) for it in items]
     scorer = ExpectedScorer(model, processor, rubric.scale.values)
     kw = dict(share_prefix=True, batch_tokens=4096, batch_size=64)
@@ -102,11 +138,12 @@ def test_workers_encode_gives_the_same_scores(bs, tiny_parts, rubric):
 
 def test_mmie_mode_generates_the_full_rationale_even_when_eos_wins(bs, tiny_parts, rubric):
     """With the model pushed to end at once, score_with_rationale stops after one token; mode (a) does not."""
-    from judge.models.scoring import ExpectedScorer
+    from judge.models.readout import ExpectedScorer
 
     _, processor, _, model = tiny_parts
-    item = bs.build_workload(processor, rubric, responses=1, images=(1, 1), prompt_tokens=200, families=["SA"],
-                             jitter=0.0, seed=0)[0]
+    item = bs.build_workload(
+        processor, rubric, responses=1, images=(1, 1), prompt_tokens=200, families=["SA"], jitter=0.0, seed=0
+    )[0]
     request = bs.request_for(item, rubric, "rationale_score")
     request.criteria, request.prompts = request.criteria[:2], request.prompts[:2]
     scorer = ExpectedScorer(model, processor, rubric.scale.values)
@@ -148,8 +185,16 @@ def test_labels_only_loss_equals_the_stock_loss(bs, bt, tiny_parts, rubric):
     from judge.train.collator import JudgeCollator
 
     _, processor, _, model = tiny_parts
-    items = bs.build_workload(processor, rubric, responses=2, images=(1, 3), prompt_tokens=250,
-                              families=["SA", "MSR"], jitter=0.3, seed=1)
+    items = bs.build_workload(
+        processor,
+        rubric,
+        responses=2,
+        images=(1, 3),
+        prompt_tokens=250,
+        families=["SA", "MSR"],
+        jitter=0.3,
+        seed=1,
+    )
     for target in ("score", "rationale_score"):
         batch = JudgeCollator(processor)(bt.sft_examples(items, rubric, target, 12, 0)[:5])
         with torch.no_grad():
@@ -182,13 +227,30 @@ def test_4b_shape_is_a_4b_judge(bs, rubric):
     assert config.text_config.vocab_size == 151_936 > len(processor.tokenizer)
 
 
+@pytest.mark.slow
 def test_bench_train_tiny_all_configs(bt, tmp_path):
     import torch
 
     if torch.cuda.is_available():  # build_model puts 4-bit models on the GPU; run with CUDA_VISIBLE_DEVICES=
         pytest.skip("CPU test: hide the GPU (CUDA_VISIBLE_DEVICES=) to run it on a GPU machine")
-    argv = ["--shape", "tiny", "--steps", "2", "--warmup-steps", "1", "--batch-size", "2", "--prompt-tokens", "250",
-            "--workers", "0", "--device", "cpu", "--out", str(tmp_path)]
+    argv = [
+        "--shape",
+        "tiny",
+        "--steps",
+        "2",
+        "--warmup-steps",
+        "1",
+        "--batch-size",
+        "2",
+        "--prompt-tokens",
+        "250",
+        "--workers",
+        "0",
+        "--device",
+        "cpu",
+        "--out",
+        str(tmp_path),
+    ]
     assert bt.main(argv) == 0
     (path,) = tmp_path.glob("bench_train_cpu_*.json")
     d = json.loads(path.read_text())
@@ -198,8 +260,18 @@ def test_bench_train_tiny_all_configs(bt, tmp_path):
     assert set(d["results"]) == {"lora", "lora-gc", "qlora", "qlora-gc"}
     for name, r in d["results"].items():
         assert "error" not in r, (name, r)
-        for key in ("tokens_per_s", "examples_per_s", "tflops_per_s", "mfu", "mfu_6n", "peak_memory_gb",
-                    "trainable_params", "seconds_per_step", "loss_first", "loss_last"):
+        for key in (
+            "tokens_per_s",
+            "examples_per_s",
+            "tflops_per_s",
+            "mfu",
+            "mfu_6n",
+            "peak_memory_gb",
+            "trainable_params",
+            "seconds_per_step",
+            "loss_first",
+            "loss_last",
+        ):
             assert key in r, (name, key)
         assert r["steps"] == 2 and r["tokens"] > 0 and r["loss_finite"]
         assert r["mfu"] is None and r["peak_memory_gb"] is None
@@ -208,3 +280,21 @@ def test_bench_train_tiny_all_configs(bt, tmp_path):
         assert r["quantization"] == ("4bit" if name.startswith("qlora") else "none")
     # LoRA adapters only: the same trainable count whether the base is bf16/fp32 or 4-bit.
     assert d["results"]["lora"]["trainable_params"] == d["results"]["qlora"]["trainable_params"]
+
+
+def test_bench_prefix_times_both_sides_through_the_public_api(tmp_path, capsys):
+    # bench_prefix uses `judge`'s public API only: the shared and unshared judges score the same items.
+    imported = re.findall(
+        r"^\s*(?:from|import) (judge[\w.]*)", (SCRIPTS / "bench_prefix.py").read_text(), re.M
+    )
+    assert imported and set(imported) == {"judge"}, imported
+    bp = _load("bench_prefix")
+    assert bp.main(["--limit", "3", "--repeats", "1", "--threads", "1", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "| shared    |" in out and "| unshared  |" in out and "shared prefix:" in out
+    (path,) = tmp_path.glob("bench_prefix_cpu_*.json")
+    result = json.loads(path.read_text())
+    assert result["responses"] == 3 and result["criterion_scores"] == 21  # 3 responses x 7 criteria
+    assert result["speedup"] == pytest.approx(
+        result["results"]["unshared"]["seconds_median"] / result["results"]["shared"]["seconds_median"]
+    )

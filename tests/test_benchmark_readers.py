@@ -10,20 +10,31 @@ from pathlib import Path
 
 import pytest
 
-from judge.data.benchmarks import detect_format, load_benchmark_predictions, read_milebench, read_mmra
-from judge.data.errors import JudgeError
-from judge.data.io import InvalidRecordsError
-from judge.metrics import score_predictions, summarize
+from judge.benchmarks import detect_format, load_benchmark_predictions, score_predictions, summarize
+from judge.benchmarks.milebench import read_milebench
+from judge.benchmarks.mmra import read_mmra
+from judge.core.errors import JudgeError
+from judge.core.io import InvalidRecordsError
 
 # ----------------------------------------------------------------------------- MileBench files
 
 
-def ds_item(sid: int, n_images: int, label: str, choices: list[str] | None = None, response: str = "x") -> dict:
-    ti = {"context": "{image#1} What happens?", "images_path": [f"img_{sid}_{i}.jpg" for i in range(n_images)]}
+def ds_item(
+    sid: int, n_images: int, label: str, choices: list[str] | None = None, response: str = "x"
+) -> dict:
+    ti = {
+        "context": "{image#1} What happens?",
+        "images_path": [f"img_{sid}_{i}.jpg" for i in range(n_images)],
+    }
     if choices is not None:
         ti["choice_list"] = choices
-    return {"sample_id": sid, "task_instruction_id": 0, "task_instance": ti, "response": response,
-            "image_quantity_level": label}
+    return {
+        "sample_id": sid,
+        "task_instruction_id": 0,
+        "task_instance": ti,
+        "response": response,
+        "image_quantity_level": label,
+    }
 
 
 def write_dataset(path: Path, name: str, items: list[dict], qt: str = "multi-choice") -> Path:
@@ -34,8 +45,15 @@ def write_dataset(path: Path, name: str, items: list[dict], qt: str = "multi-cho
 
 
 def pred(sid, pred_response, gt, model="llava-x") -> dict:
-    return {"sample_id": sid, "image": ["a.jpg"], "question": "<ImageHere>What happens?", "gt_response": gt,
-            "gen_model_id": model, "pred_response": pred_response, "gen_kwargs": {}}
+    return {
+        "sample_id": sid,
+        "image": ["a.jpg"],
+        "question": "<ImageHere>What happens?",
+        "gt_response": gt,
+        "gen_model_id": model,
+        "pred_response": pred_response,
+        "gen_kwargs": {},
+    }
 
 
 def write_preds(path: Path, preds: list[dict]) -> Path:
@@ -57,8 +75,9 @@ def milebench(tmp_path):
     ds_dir = tmp_path / "outputs" / "llava-x" / "ActionLocalization"
     items = [ds_item(1, 5, "Many", CHOICES), ds_item(2, 6, "Few", CHOICES), ds_item(3, 32, "Few", CHOICES)]
     write_dataset(ds_dir / "ActionLocalization.json", "ActionLocalization", items)
-    p = write_preds(ds_dir / "pred.json", [pred(1, "B", "dog"), pred(2, "the answer is b", "dog"),
-                                           pred(3, "", "cow")])
+    p = write_preds(
+        ds_dir / "pred.json", [pred(1, "B", "dog"), pred(2, "the answer is b", "dog"), pred(3, "", "cow")]
+    )
     return p
 
 
@@ -67,8 +86,12 @@ def test_milebench_join_and_meta(milebench):
     res = load_benchmark_predictions(milebench)
     assert res.errors == []
     r1, r2, r3 = res.records
-    assert (r1.id, r1.benchmark, r1.task, r1.model) == ("ActionLocalization/1", "milebench", "ActionLocalization",
-                                                        "llava-x")
+    assert (r1.id, r1.benchmark, r1.task, r1.model) == (
+        "ActionLocalization/1",
+        "milebench",
+        "ActionLocalization",
+        "llava-x",
+    )
     assert r1.choices == CHOICES and r1.answer == "dog"  # the ground truth is pred.json's gt_response
     assert r1.meta["n_images"] == 5 and "image_quantity_level_label" not in r1.meta
     assert r1.meta["question_type"] == "multi-choice"
@@ -87,7 +110,11 @@ def test_milebench_image_quantity_levels_from_images_path_count(milebench, mode)
     rows = summarize(out)
     levels = {r["group"]: r["n"] for r in rows if r["level"] == "image_quantity" and "/" not in r["group"]}
     assert levels == {"Few": 1, "Medium": 1, "Many": 1}
-    per_ds = {r["group"]: (r["n"], r["source"]) for r in rows if r["level"] == "image_quantity" and "/" in r["group"]}
+    per_ds = {
+        r["group"]: (r["n"], r["source"])
+        for r in rows
+        if r["level"] == "image_quantity" and "/" in r["group"]
+    }
     src = "official" if mode == "official" else "judge toolkit"
     assert per_ds == {f"ActionLocalization/{lvl}": (1, src) for lvl in ("Few", "Medium", "Many")}
 
@@ -153,7 +180,9 @@ def test_milebench_missing_field_and_skip_invalid(milebench):
 
 
 def test_milebench_broken_json_names_line(milebench):
-    milebench.write_text('[\n  {"sample_id": 1, "gt_response": "dog", "pred_response": "B"},\n  {"sample_id": 2,,}\n]')
+    milebench.write_text(
+        '[\n  {"sample_id": 1, "gt_response": "dog", "pred_response": "B"},\n  {"sample_id": 2,,}\n]'
+    )
     with pytest.raises(InvalidRecordsError) as e:
         load_benchmark_predictions(milebench, format="milebench")
     err = e.value.errors[0]
@@ -190,9 +219,18 @@ def test_dataset_file_refused_as_predictions(milebench):
 
 
 def mmra_row(i: int, response, qa_type="Choice QA", answer="B", task="SubEvent", **over) -> dict:
-    row = {"Task": task, "QA_type": qa_type, "question": f"Q{i}?", "image1": f"i{i}a.jpg", "image2": f"i{i}b.jpg",
-           "options": "{'A': 'cat', 'B': 'dog', 'C': 'cow', 'D': 'pig'}" if qa_type != "True or false QA" else None,
-           "answer": answer, "option": response}
+    row = {
+        "Task": task,
+        "QA_type": qa_type,
+        "question": f"Q{i}?",
+        "image1": f"i{i}a.jpg",
+        "image2": f"i{i}b.jpg",
+        "options": "{'A': 'cat', 'B': 'dog', 'C': 'cow', 'D': 'pig'}"
+        if qa_type != "True or false QA"
+        else None,
+        "answer": answer,
+        "option": response,
+    }
     row.update(over)
     return row
 
@@ -203,10 +241,15 @@ def write_jsonl(path: Path, rows: list) -> Path:
 
 
 def test_mmra_jsonl(tmp_path):
-    p = write_jsonl(tmp_path / "qwen.jsonl", [
-        mmra_row(0, "B"), mmra_row(1, None), mmra_row(2, "Yes", "True or false QA", "Yes"),
-        mmra_row(3, "(B)", "Chooice QA"),
-    ])
+    p = write_jsonl(
+        tmp_path / "qwen.jsonl",
+        [
+            mmra_row(0, "B"),
+            mmra_row(1, None),
+            mmra_row(2, "Yes", "True or false QA", "Yes"),
+            mmra_row(3, "(B)", "Chooice QA"),
+        ],
+    )
     assert detect_format(p) == "mmra"
     recs = load_benchmark_predictions(p).records
     assert [r.id for r in recs] == ["mmra-0", "mmra-1", "mmra-2", "mmra-3"]
@@ -226,8 +269,21 @@ def test_mmra_csv_with_other_response_column_and_model(tmp_path):
 
     p = tmp_path / "rows.csv"
     with open(p, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=["Task", "QA_type", "question", "image1", "image2", "options", "answer",
-                                          "response", "model"], extrasaction="ignore")
+        w = csv.DictWriter(
+            f,
+            fieldnames=[
+                "Task",
+                "QA_type",
+                "question",
+                "image1",
+                "image2",
+                "options",
+                "answer",
+                "response",
+                "model",
+            ],
+            extrasaction="ignore",
+        )
         w.writeheader()
         w.writerow({**mmra_row(0, None), "response": "line one\nline two (B)", "model": "gpt"})
         w.writerow({**mmra_row(1, None), "response": "", "model": "gpt"})
@@ -255,14 +311,17 @@ def test_mmra_parquet(tmp_path):
 
 
 def test_mmra_bad_rows_name_file_line_field(tmp_path):
-    p = write_jsonl(tmp_path / "bad.jsonl", [
-        mmra_row(0, "B"),
-        '{"Task": "SubEvent", "QA_type": ',
-        {k: v for k, v in mmra_row(2, "B").items() if k != "answer"},
-        mmra_row(3, "B", options="{'A': 'cat', 'B'"),
-        mmra_row(4, "B", qa_type="Essay QA"),
-        {k: v for k, v in mmra_row(5, "B").items() if k != "option"},
-    ])
+    p = write_jsonl(
+        tmp_path / "bad.jsonl",
+        [
+            mmra_row(0, "B"),
+            '{"Task": "SubEvent", "QA_type": ',
+            {k: v for k, v in mmra_row(2, "B").items() if k != "answer"},
+            mmra_row(3, "B", options="{'A': 'cat', 'B'"),
+            mmra_row(4, "B", qa_type="Essay QA"),
+            {k: v for k, v in mmra_row(5, "B").items() if k != "option"},
+        ],
+    )
     with pytest.raises(InvalidRecordsError) as e:
         load_benchmark_predictions(p)
     got = [(err.line, err.field) for err in e.value.errors]
@@ -287,12 +346,28 @@ def test_duplicate_ids_across_files_are_errors(tmp_path):
 
 def test_mmie_json(tmp_path):
     p = tmp_path / "mmie.json"
-    p.write_text(json.dumps([
-        {"id": "SA_1", "question": [{"text": "Tell a story.", "image": None}],
-         "answer": [{"text": "Once upon a time.", "image": None}], "model": "anole", "gt_answer": None},
-        {"id": "MSR_2", "question": [{"text": "2+2?", "image": None}], "answer": [{"text": "B", "image": None}],
-         "model": "anole", "gt_answer": "4", "choices": ["3", "4"]},
-    ], indent=1))
+    p.write_text(
+        json.dumps(
+            [
+                {
+                    "id": "SA_1",
+                    "question": [{"text": "Tell a story.", "image": None}],
+                    "answer": [{"text": "Once upon a time.", "image": None}],
+                    "model": "anole",
+                    "gt_answer": None,
+                },
+                {
+                    "id": "MSR_2",
+                    "question": [{"text": "2+2?", "image": None}],
+                    "answer": [{"text": "B", "image": None}],
+                    "model": "anole",
+                    "gt_answer": "4",
+                    "choices": ["3", "4"],
+                },
+            ],
+            indent=1,
+        )
+    )
     assert detect_format(p) == "mmie"
     res = load_benchmark_predictions(p)
     sa, msr = res.records
@@ -304,8 +379,15 @@ def test_mmie_json(tmp_path):
 
 def test_mmie_missing_field_names_line(tmp_path):
     p = tmp_path / "mmie.json"
-    p.write_text(json.dumps([{"id": "SA_1", "question": "q", "answer": "a", "model": "m"},
-                             {"id": "zz", "question": "q", "answer": "a", "model": "m"}], indent=1))
+    p.write_text(
+        json.dumps(
+            [
+                {"id": "SA_1", "question": "q", "answer": "a", "model": "m"},
+                {"id": "zz", "question": "q", "answer": "a", "model": "m"},
+            ],
+            indent=1,
+        )
+    )
     with pytest.raises(InvalidRecordsError) as e:
         load_benchmark_predictions(p)
     (err,) = e.value.errors
@@ -313,9 +395,37 @@ def test_mmie_missing_field_names_line(tmp_path):
 
 
 def test_canonical_detected_and_format_checked(tmp_path):
-    p = write_jsonl(tmp_path / "c.jsonl", [{"id": "1", "benchmark": "mmie", "task": "SA", "question": "q",
-                                            "response": "r"}])
+    p = write_jsonl(
+        tmp_path / "c.jsonl",
+        [{"id": "1", "benchmark": "mmie", "task": "SA", "question": "q", "response": "r"}],
+    )
     assert detect_format(p) == "canonical"
     assert load_benchmark_predictions(p).records[0].id == "1"
     with pytest.raises(ValueError, match="unknown prediction format"):
         load_benchmark_predictions(p, format="xml")
+
+
+def test_canonical_record_with_bad_benchmark_metadata_is_named_at_load(tmp_path):
+    # A MileBench record in the canonical format: its meta must fit MileBench's metadata model,
+    # or the run stops before scoring, naming the file, line and field (it used to crash mid-scoring).
+    base = {
+        "benchmark": "milebench",
+        "task": "ALFRED",
+        "question": "q",
+        "response": "a cat",
+        "answer": "a cat",
+    }
+    p = write_jsonl(
+        tmp_path / "c.jsonl",
+        [
+            {**base, "id": "ALFRED/1", "meta": {"n_images": 3}},
+            {**base, "id": "ALFRED/2", "meta": {"n_images": "many"}},
+        ],
+    )
+    with pytest.raises(InvalidRecordsError) as e:
+        load_benchmark_predictions(p)
+    (err,) = e.value.errors
+    assert (err.file, err.line, err.field, err.record_id) == (str(p), 2, "meta.n_images", "ALFRED/2")
+    res = load_benchmark_predictions(p, skip_invalid=True)
+    assert [r.id for r in res.records] == ["ALFRED/1"]
+    assert score_predictions(res.records)[0].details["n_images"] == 3

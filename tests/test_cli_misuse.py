@@ -17,13 +17,21 @@ from judge.cli.report import main as report_main
 from judge.cli.score import main as score_main
 from judge.cli.train import main as train_main
 
-MAINS = {"judge-score": score_main, "judge-data": data_main, "judge-train": train_main, "judge-report": report_main}
+MAINS = {
+    "judge-score": score_main,
+    "judge-data": data_main,
+    "judge-train": train_main,
+    "judge-report": report_main,
+}
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def snapshot(folder: Path) -> dict[str, str]:
-    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
 
 
 @pytest.fixture(scope="module")
@@ -36,17 +44,41 @@ def ws(small_demo, tmp_path_factory) -> dict[str, Path]:
     human.write_text("".join(x + "\n" for x in small_demo.read_text().splitlines()[:6]))
     (data / "empty.jsonl").write_text("\n\n")
     score_out, report_out = root / "score_out", root / "report_out"
-    assert score_main([str(human), "--judge", "tiny", "--rubric", "mmie", "--out", str(score_out),
-                       "--no-progress"]) == 0
-    assert report_main(["--human", str(human), "--scores", f"tiny={score_out / 'scores.jsonl'}", "--bootstrap",
-                        "20", "--out", str(report_out)]) == 0
+    assert (
+        score_main(
+            [str(human), "--judge", "tiny", "--rubric", "mmie", "--out", str(score_out), "--no-progress"]
+        )
+        == 0
+    )
+    assert (
+        report_main(
+            [
+                "--human",
+                str(human),
+                "--scores",
+                f"tiny={score_out / 'scores.jsonl'}",
+                "--bootstrap",
+                "20",
+                "--out",
+                str(report_out),
+            ]
+        )
+        == 0
+    )
     demo_out = root / "demo_out"
     assert data_main(["demo", "--out", str(demo_out), "--n-questions", "3"]) == 0
     train_out = root / "train_out"
     (train_out / "data").mkdir(parents=True)
     (train_out / "data" / "keep.txt").write_text("earlier work")
-    return {"root": root, "human": human, "empty": data / "empty.jsonl", "score_out": score_out,
-            "report_out": report_out, "demo_out": demo_out, "train_out": train_out}
+    return {
+        "root": root,
+        "human": human,
+        "empty": data / "empty.jsonl",
+        "score_out": score_out,
+        "report_out": report_out,
+        "demo_out": demo_out,
+        "train_out": train_out,
+    }
 
 
 # (command, arguments with {placeholders} from the workspace, what the message must name)
@@ -54,14 +86,25 @@ CASES = [
     ("judge-score", "{human} --judge tiny --rubric mmie --out {score_out} --limit -1", "--limit"),
     ("judge-score", "{human} --judge tiny --rubric mmie --out {score_out} --limit 0", "--limit"),
     ("judge-score", "{human} --judge tiny --rubric mmie --out {score_out} --max-tokens -5", "--max-tokens"),
-    ("judge-score", "{human} --judge tiny --rubric mmie --out {score_out} --rationale --max-new-tokens -1",
-     "--max-new-tokens"),
+    (
+        "judge-score",
+        "{human} --judge tiny --rubric mmie --out {score_out} --rationale --max-new-tokens -1",
+        "--max-new-tokens",
+    ),
     ("judge-score", "{human} --judge tiny --rubric mmie --out {score_out} --batch-size 0", "--batch-size"),
-    ("judge-score", "{human} --judge tiny --rubric mmie --out {score_out} --batch-tokens lots", "--batch-tokens"),
+    (
+        "judge-score",
+        "{human} --judge tiny --rubric mmie --out {score_out} --batch-tokens lots",
+        "--batch-tokens",
+    ),
     ("judge-score", "{human} --judge tiny --rubric mmie --out {score_out} --device cuda", "device 'cuda'"),
     ("judge-score", "{human} --judge tiny --rubric mmie --out {score_out} --device tpu", "device 'tpu'"),
     ("judge-score", "{human} --judge tiny --rubric mmie --out {score_out} --format xml", "--format"),
-    ("judge-score", "{human} --judge tiny --rubric mmie --out {score_out} --quantization 3bit", "--quantization"),
+    (
+        "judge-score",
+        "{human} --judge tiny --rubric mmie --out {score_out} --quantization 3bit",
+        "--quantization",
+    ),
     ("judge-score", "{root}/missing.jsonl --judge tiny --rubric mmie --out {score_out}", "missing.jsonl"),
     ("judge-score", "{empty} --judge tiny --rubric mmie --out {score_out}", "empty.jsonl"),
     ("judge-score", "{human} --judge {root}/no_such_judge --out {score_out}", "no_such_judge"),
@@ -79,31 +122,62 @@ CASES = [
     ("judge-data", "rubric show no_such_rubric", "no_such_rubric"),
     ("judge-data", "tiny-model --seed 1", "--out"),
     ("judge-train", "--config no_such_config", "no_such_config"),
-    ("judge-train", "--config rubric6 --set output_dir={train_out} --set train.learnig_rate=1", "learnig_rate"),
-    ("judge-train", "--config rubric6 --set output_dir={train_out} --set train.max_steps=0", "train.max_steps"),
+    (
+        "judge-train",
+        "--config rubric6 --set output_dir={train_out} --set train.learnig_rate=1",
+        "learnig_rate",
+    ),
+    (
+        "judge-train",
+        "--config rubric6 --set output_dir={train_out} --set train.max_steps=0",
+        "train.max_steps",
+    ),
     ("judge-train", "--config rubric6 --set output_dir={train_out} --set seed=-1", "seed"),
     ("judge-train", "--config demo --set output_dir={train_out} --resume", "--resume"),
-    ("judge-train", "--config rubric6 --set output_dir={train_out} --set model.path={root}/no_model", "no_model"),
+    (
+        "judge-train",
+        "--config rubric6 --set output_dir={train_out} --set model.path={root}/no_model",
+        "no_model",
+    ),
     # The real recipe's base is a hub checkpoint: not in the cache and no hub here, it fails at once, naming the
     # model and pointing to the demo config.
     ("judge-train", "--config rubric6 --set output_dir={train_out}", "OpenGVLab/InternVL3-2B-hf"),
     ("judge-train", "--config rubric6 --set output_dir={train_out}", "--config demo"),
-    ("judge-train", "--config demo --set output_dir={train_out} --set data.annotations=[{root}]", "is a folder"),
-    ("judge-train", "--config demo --set output_dir={train_out} --set data.annotations=[{empty}]",
-     "empty.jsonl"),
-    ("judge-report", "--human {human} --scores tiny={score_out}/scores.jsonl --out {report_out} --bootstrap 0",
-     "--bootstrap"),
-    ("judge-report", "--human {root}/missing.jsonl --scores x={score_out}/scores.jsonl --out {report_out}",
-     "missing.jsonl"),
+    (
+        "judge-train",
+        "--config demo --set output_dir={train_out} --set data.annotations=[{root}]",
+        "is a folder",
+    ),
+    (
+        "judge-train",
+        "--config demo --set output_dir={train_out} --set data.annotations=[{empty}]",
+        "empty.jsonl",
+    ),
+    (
+        "judge-report",
+        "--human {human} --scores tiny={score_out}/scores.jsonl --out {report_out} --bootstrap 0",
+        "--bootstrap",
+    ),
+    (
+        "judge-report",
+        "--human {root}/missing.jsonl --scores x={score_out}/scores.jsonl --out {report_out}",
+        "missing.jsonl",
+    ),
     ("judge-report", "--human {human} --scores no_equals_sign --out {report_out}", "no_equals_sign"),
     ("judge-report", "--human {human} --scores =x.jsonl --out {report_out}", "NAME=FILE"),
-    ("judge-report", "--human {empty} --scores tiny={score_out}/scores.jsonl --out {report_out}", "empty.jsonl"),
+    (
+        "judge-report",
+        "--human {empty} --scores tiny={score_out}/scores.jsonl --out {report_out}",
+        "empty.jsonl",
+    ),
     ("judge-report", "--human {human} --clip-model tiny --device cuda --out {report_out}", "device 'cuda'"),
     ("judge-report", "--scores tiny={score_out}/scores.jsonl --out {report_out}", "--human"),
 ]
 
 
-@pytest.mark.parametrize("command, args, names", CASES, ids=[f"{c} {a.split(' --out')[0][:40]}" for c, a, _ in CASES])
+@pytest.mark.parametrize(
+    "command, args, names", CASES, ids=[f"{c} {a.split(' --out')[0][:40]}" for c, a, _ in CASES]
+)
 def test_misuse_is_one_clear_line_and_loses_nothing(ws, command, args, names, capsys):
     argv = args.format(**ws).split()
     guarded = [ws[k] for k in ("score_out", "report_out", "demo_out", "train_out")]
@@ -117,13 +191,17 @@ def test_misuse_is_one_clear_line_and_loses_nothing(ws, command, args, names, ca
     assert "Traceback" not in out + err
     message = err.strip() or out.strip()
     if command == "judge-data" and argv[0] == "validate" and not err.strip():
-        message = next(line for line in out.splitlines() if names in line)  # validate reports problems on stdout
+        message = next(
+            line for line in out.splitlines() if names in line
+        )  # validate reports problems on stdout
     assert len(message.splitlines()) == 1, message
     assert names in message, message
     assert [snapshot(f) for f in guarded] == before, "a bad invocation changed files an earlier run wrote"
 
 
-@pytest.mark.parametrize("argv", [["judge-score", "x.jsonl", "--limit", "-1"], ["judge-data", "demo", "--n-questions", "0"]])
+@pytest.mark.parametrize(
+    "argv", [["judge-score", "x.jsonl", "--limit", "-1"], ["judge-data", "demo", "--n-questions", "0"]]
+)
 def test_console_scripts_exit_2_with_one_line(argv, tmp_path):
     exe = Path(sys.executable).with_name(argv[0])
     proc = subprocess.run([str(exe), *argv[1:]], capture_output=True, text=True, cwd=tmp_path, timeout=120)
@@ -147,4 +225,6 @@ def test_help_examples_name_only_files_the_demo_writes(command, capsys):
     text = capsys.readouterr().out
     demo = (Path(__file__).resolve().parents[1] / "scripts" / "demo.sh").read_text()
     for path in re.findall(r"runs/demo/[\w./-]+", text):
-        assert path.rstrip(".") in demo, f"{command} --help names {path}, which scripts/demo.sh does not write"
+        assert path.rstrip(".") in demo, (
+            f"{command} --help names {path}, which scripts/demo.sh does not write"
+        )

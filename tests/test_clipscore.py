@@ -7,8 +7,8 @@ import pytest
 import torch
 from PIL import Image
 
-from judge.data.errors import ConfigError
-from judge.data.schema import AnnotationRecord, PredictionRecord
+from judge.core.errors import ConfigError
+from judge.core.schema import AnnotationRecord, PredictionRecord
 from judge.eval.clipscore import (
     clip_s,
     clipscore_records,
@@ -21,7 +21,7 @@ from judge.eval.clipscore import (
 
 @pytest.fixture(scope="module")
 def clip_dir(tmp_path_factory):
-    from judge.models.tiny_clip import save_tiny_clip
+    from judge.testing.tiny_clip import save_tiny_clip
 
     # Seed 3: its random cosines take both signs here, so the clamp at 0 is exercised (seed 0's are all < 0).
     return save_tiny_clip(tmp_path_factory.mktemp("tiny_clip"), seed=3)
@@ -47,15 +47,20 @@ def pictures(tmp_path_factory):
 
 
 def _rec(response, reference=None, rid="r1", kind=AnnotationRecord):
-    fields = dict(id=rid, task="MSR" if reference else "SA", question=[{"type": "text", "text": "Q?"}],
-                  response=response, reference=reference)
+    fields = dict(
+        id=rid,
+        task="MSR" if reference else "SA",
+        question=[{"type": "text", "text": "Q?"}],
+        response=response,
+        reference=reference,
+    )
     if kind is AnnotationRecord:
         return AnnotationRecord(**fields, scores={"overall": 3})
     return PredictionRecord(**fields, benchmark="mmie")
 
 
 def test_tiny_clip_saves_and_loads_through_clipmodel(clip_dir, enc):
-    from judge.models.tiny_clip import build_tiny_clip
+    from judge.testing.tiny_clip import build_tiny_clip
 
     assert (clip_dir / "config.json").is_file() and (clip_dir / "model.safetensors").is_file()
     model, processor = build_tiny_clip(seed=3)
@@ -86,17 +91,24 @@ def test_equals_torchmetrics_clipscore_after_scale_and_clamp_order(enc, pictures
         def get_text_features(self, *a, **k):
             return self.model.get_text_features(*a, **k).pooler_output
 
-    processor = __import__("transformers").CLIPProcessor(image_processor=enc.image_processor, tokenizer=enc.tokenizer)
+    processor = __import__("transformers").CLIPProcessor(
+        image_processor=enc.image_processor, tokenizer=enc.tokenizer
+    )
     texts = ["a red circle", "three blue squares on a table", "the answer is 7", "a story", "two stars"]
-    response = [seg for p, t in zip(pictures, texts, strict=True)
-                for seg in ({"type": "text", "text": t}, {"type": "image", "image": p})]
+    response = [
+        seg
+        for p, t in zip(pictures, texts, strict=True)
+        for seg in ({"type": "text", "text": t}, {"type": "image", "image": p})
+    ]
     rec = clipscore_records([_rec(response)], enc)[0]
     pairs = rec.details["pairs"]
     assert [p["text"] for p in pairs] == texts  # each image with the text just before it
 
     def tm_score(idx):
         metric = CLIPScore(model_name_or_path=lambda: (Features(enc.model), processor))
-        imgs = [torch.from_numpy(np.array(Image.open(pictures[i]).convert("RGB"))).permute(2, 0, 1) for i in idx]
+        imgs = [
+            torch.from_numpy(np.array(Image.open(pictures[i]).convert("RGB"))).permute(2, 0, 1) for i in idx
+        ]
         metric.update(imgs, [with_prefix(texts[i]) for i in idx])
         return float(metric.compute())
 
@@ -112,12 +124,22 @@ def test_equals_torchmetrics_clipscore_after_scale_and_clamp_order(enc, pictures
 
 def test_pairing_rules():
     content = AnnotationRecord(
-        id="x", task="SA", question="q", scores={"overall": 1},
-        response=[{"type": "image", "image": "/i0.png"}, {"type": "text", "text": "first"},
-                  {"type": "image", "image": "/i2.png"}, {"type": "text", "text": "second"},
-                  {"type": "text", "text": "  "}, {"type": "text", "text": "third"},
-                  {"type": "image", "image": "/i6.png"}, {"type": "image", "image": "/i7.png"},
-                  {"type": "text", "text": "last"}]).response
+        id="x",
+        task="SA",
+        question="q",
+        scores={"overall": 1},
+        response=[
+            {"type": "image", "image": "/i0.png"},
+            {"type": "text", "text": "first"},
+            {"type": "image", "image": "/i2.png"},
+            {"type": "text", "text": "second"},
+            {"type": "text", "text": "  "},
+            {"type": "text", "text": "third"},
+            {"type": "image", "image": "/i6.png"},
+            {"type": "image", "image": "/i7.png"},
+            {"type": "text", "text": "last"},
+        ],
+    ).response
     pairs, reason = image_text_pairs(content, "neighbour")
     assert reason is None
     assert [(p.image, p.text) for p in pairs] == [
@@ -128,8 +150,10 @@ def test_pairing_rules():
     ]
     whole, _ = image_text_pairs(content, "whole")
     assert {p.text for p in whole} == {"first second third last"} and len(whole) == 4
-    assert image_text_pairs([], "neighbour") == ([], "the response has no images; CLIPScore compares images "
-                                                     "with text")
+    assert image_text_pairs([], "neighbour") == (
+        [],
+        "the response has no images; CLIPScore compares images with text",
+    )
     with pytest.raises(ValueError, match="pairing"):
         image_text_pairs(content, "nearest")
 
@@ -138,10 +162,15 @@ def test_unscorable_responses_get_null_with_the_reason(enc, pictures):
     recs = [
         _rec([{"type": "text", "text": "only words"}], rid="no-image"),
         _rec([{"type": "image", "image": pictures[0]}], rid="no-text"),
-        _rec([{"type": "text", "text": "see"}, {"type": "image", "image": pictures[0] + ".missing.png"}],
-             rid="broken"),
-        _rec([{"type": "text", "text": "fine"}, {"type": "image", "image": pictures[1]}], rid="ok",
-             kind=PredictionRecord),
+        _rec(
+            [{"type": "text", "text": "see"}, {"type": "image", "image": pictures[0] + ".missing.png"}],
+            rid="broken",
+        ),
+        _rec(
+            [{"type": "text", "text": "fine"}, {"type": "image", "image": pictures[1]}],
+            rid="ok",
+            kind=PredictionRecord,
+        ),
     ]
     out = {r.id: r for r in clipscore_records(recs, enc)}
     assert len(out) == 4  # none dropped
@@ -150,7 +179,9 @@ def test_unscorable_responses_get_null_with_the_reason(enc, pictures):
     assert out["no-text"].score is None and "no text" in out["no-text"].reason
     assert out["broken"].score is None and "missing.png" in out["broken"].reason
     ok = out["ok"]
-    assert ok.score is not None and ok.metric == "clipscore" and ok.criterion is None and ok.benchmark == "mmie"
+    assert (
+        ok.score is not None and ok.metric == "clipscore" and ok.criterion is None and ok.benchmark == "mmie"
+    )
     assert ok.producer["metric"] == "clipscore" and ok.producer["pairing"] == "neighbour"
     assert ok.producer["clip_model"] == enc.name
     json.loads(ok.model_dump_json())  # serialisable as a score record
@@ -160,13 +191,24 @@ def test_refclipscore_is_the_harmonic_mean(enc, pictures):
     assert ref_clip_s(0.4, [0.2, 0.5]) == pytest.approx(2 * 1.0 * 0.5 / 1.5)  # HM(2.5 * 0.4, max ref 0.5)
     assert ref_clip_s(-0.1, [0.9]) == 0.0 and ref_clip_s(0.3, [-0.2]) == 0.0
 
-    with_ref = _rec([{"type": "text", "text": "I count 7."}, {"type": "image", "image": pictures[2]},
-                     {"type": "text", "text": "Final answer: 7."}, {"type": "image", "image": pictures[3]}],
-                    reference=[{"type": "text", "text": "The answer is 7."}], rid="m1")
+    with_ref = _rec(
+        [
+            {"type": "text", "text": "I count 7."},
+            {"type": "image", "image": pictures[2]},
+            {"type": "text", "text": "Final answer: 7."},
+            {"type": "image", "image": pictures[3]},
+        ],
+        reference=[{"type": "text", "text": "The answer is 7."}],
+        rid="m1",
+    )
     without = _rec([{"type": "text", "text": "a story"}, {"type": "image", "image": pictures[4]}], rid="s1")
     out = clipscore_records([with_ref, without], enc, pairing="neighbour")
     # RefCLIPScore only where there is a reference
-    assert [(r.id, r.metric) for r in out] == [("m1", "clipscore"), ("m1", "refclipscore"), ("s1", "clipscore")]
+    assert [(r.id, r.metric) for r in out] == [
+        ("m1", "clipscore"),
+        ("m1", "refclipscore"),
+        ("s1", "clipscore"),
+    ]
     ref = out[1]
     # by hand from the cosines: each pair's text against the reference, both with the prefix
     ref_emb = enc.embed_texts([with_prefix("The answer is 7.")])[0]
@@ -183,7 +225,9 @@ def test_long_texts_are_truncated_to_the_text_encoder(enc):
     long = " ".join(["a red circle next to a blue square"] * 30)
     a, b = enc.embed_texts([with_prefix(long), with_prefix(long + " and then something else entirely")])
     assert torch.allclose(a, b, atol=1e-6)
-    assert len(enc.tokenizer(with_prefix(long), truncation=True, max_length=enc.max_length)["input_ids"]) == 77
+    assert (
+        len(enc.tokenizer(with_prefix(long), truncation=True, max_length=enc.max_length)["input_ids"]) == 77
+    )
 
 
 def test_load_clip_refuses_what_is_not_a_clip(tmp_path):

@@ -1,4 +1,4 @@
-"""Tests of the synthetic demo-data generator (judge.data.demo)."""
+"""Tests of the synthetic demo-data generator (judge.testing.demo)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from judge.data.demo import CRITERIA, MODELS, generate_demo
+from judge.testing.demo import CRITERIA, MODELS, generate_demo
 
 KEY_ORDER = ["id", "question_id", "task", "question", "response", "reference", "model", "scores", "rationale"]
 FINAL_RE = re.compile(r"Final answer: (-?\d+)\.")
@@ -51,7 +51,7 @@ def default_set(tmp_path_factory) -> tuple[Path, list[dict]]:
 
 
 def test_constants():
-    from judge.data.rubric import load_rubric
+    from judge.core.rubric import load_rubric
 
     # The demo scores exactly the rubric's criteria, in rubric order (one source of truth: the rubric).
     rubric = load_rubric("mmie")
@@ -174,7 +174,7 @@ def test_reference_only_for_msr(small):
 
 
 def test_records_match_the_project_schema(small):
-    from judge.data.schema import AnnotationRecord
+    from judge.core.schema import AnnotationRecord
 
     _, records = small
     for rec in records:
@@ -185,7 +185,7 @@ def test_readme_is_computed_and_says_synthetic(small):
     jsonl, records = small
     readme = (jsonl.parent / "README.md").read_text(encoding="utf-8")
     assert "synthetic" in readme.lower()
-    assert "judge.data.demo" in readme and "generate_demo" in readme and "seed=3" in readme
+    assert "judge.testing.demo" in readme and "generate_demo" in readme and "seed=3" in readme
     n_images = len({p for rec in records for p in _images(rec)})
     assert f"| all | | 12 | {len(records)} |" in readme
     assert f"{n_images} PNG pictures" in readme

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from judge.data.aggregate import round_half_up
 from judge.eval import bootstrap as bs
 from judge.eval.bootstrap import ClusterBootstrap, bootstrap_correlations, paired_bootstrap, seeded_rng
 from judge.eval.ceiling import alpha, human_ceiling, leave_one_annotator_out
@@ -16,7 +17,6 @@ from judge.eval.stats import (
     pairwise_ranking_accuracy,
     point_metrics,
     quadratic_kappa,
-    round_half_up,
     within_one,
 )
 
@@ -44,8 +44,12 @@ def test_point_statistics_equal_the_libraries(data):
     assert e["mae"] == pytest.approx(mean_absolute_error(human, pred))
     assert e["mse"] == pytest.approx(mean_squared_error(human, pred))
     assert e["mae"] == pytest.approx(c["mae"]) and e["mse"] == pytest.approx(c["mse"])
-    expected_kappa = cohen_kappa_score(np.floor(human + 0.5).astype(int), np.floor(pred + 0.5).astype(int),
-                                       weights="quadratic", labels=list(range(7)))
+    expected_kappa = cohen_kappa_score(
+        np.floor(human + 0.5).astype(int),
+        np.floor(pred + 0.5).astype(int),
+        weights="quadratic",
+        labels=list(range(7)),
+    )
     assert quadratic_kappa(pred, human, (0, 6)) == pytest.approx(expected_kappa)
     m = point_metrics(pred, human, clusters, scale=(0, 6))
     assert m["qwk"] == pytest.approx(expected_kappa) and m["pearson"] == c["pearson"]
@@ -69,13 +73,23 @@ def test_krippendorff_alpha_equals_the_package():
     truth = rng.integers(0, 7, 40)
     mat = np.clip(truth + rng.integers(-1, 2, (3, 40)), 0, 6).astype(float)
     mat[1, 5] = np.nan
-    items = [HumanItem(f"r{j}", "overall", f"q{j}", "SA", "m",
-                       float(np.nanmean(mat[:, j])),
-                       tuple((f"a{i}", int(mat[i, j])) for i in range(3) if not np.isnan(mat[i, j])))
-             for j in range(40)]
+    items = [
+        HumanItem(
+            f"r{j}",
+            "overall",
+            f"q{j}",
+            "SA",
+            "m",
+            float(np.nanmean(mat[:, j])),
+            tuple((f"a{i}", int(mat[i, j])) for i in range(3) if not np.isnan(mat[i, j])),
+        )
+        for j in range(40)
+    ]
     got = alpha(items, list(range(7)))
     for level in ("interval", "ordinal"):
-        want = krippendorff.alpha(reliability_data=mat, level_of_measurement=level, value_domain=list(range(7)))
+        want = krippendorff.alpha(
+            reliability_data=mat, level_of_measurement=level, value_domain=list(range(7))
+        )
         assert got[f"alpha_{level}"] == pytest.approx(want)
 
 
@@ -162,10 +176,14 @@ def test_ceiling_with_intervals_and_single_annotators():
     c = human_ceiling(items, plan, list(range(7)))
     lo, hi = c["loao"]["pearson"]["ci"]
     assert lo < c["loao"]["pearson"]["value"] < hi and c["alpha_interval"] > 0.5
-    single = [HumanItem(it.id, it.criterion, it.question_id, it.task, it.model, it.value, it.ratings[:1])
-              for it in items]
+    single = [
+        HumanItem(it.id, it.criterion, it.question_id, it.task, it.model, it.value, it.ratings[:1])
+        for it in items
+    ]
     c1 = human_ceiling(single, plan, list(range(7)))
-    assert c1["n_items_multi"] == 0 and c1["loao"]["pearson"]["value"] is None and c1["alpha_interval"] is None
+    assert (
+        c1["n_items_multi"] == 0 and c1["loao"]["pearson"]["value"] is None and c1["alpha_interval"] is None
+    )
 
 
 def test_paired_bootstrap_finds_the_clearly_better_scorer(data):

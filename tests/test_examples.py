@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from judge.cli.score import main
-from judge.data.rubric import load_rubric
+from judge.core.rubric import load_rubric
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "predictions"
 MILEBENCH = EXAMPLES / "milebench"
@@ -77,7 +77,10 @@ def test_canonical_one_judge_record_per_criterion_and_mc_metrics(canonical_run, 
 
     mc = by_item(records)
     # MMIE has no official multiple-choice scorer: one toolkit record per item, never "official".
-    assert {k: r["score"] for k, r in mc.items()} == {("MSR_mc_001", "toolkit"): 1.0, ("MSR_mc_002", "toolkit"): 0.0}
+    assert {k: r["score"] for k, r in mc.items()} == {
+        ("MSR_mc_001", "toolkit"): 1.0,
+        ("MSR_mc_002", "toolkit"): 0.0,
+    }
     assert mc[("MSR_mc_002", "toolkit")]["details"]["extracted"] == "C"
     assert len(records) == 44 and summary["counts"]["unscorable"] == 0
     assert metric_row(summary, metric="mmie.mc_accuracy", mode="toolkit", level="overall")["value"] == 50.0

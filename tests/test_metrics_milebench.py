@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from judge.data.schema import PredictionRecord
-from judge.metrics import score_predictions, summarize
-from judge.metrics.milebench import (
+from judge.benchmarks import score_predictions, summarize
+from judge.benchmarks.milebench import (
     CATEGORIES,
     DATASETS,
     OFFICIAL_REF,
@@ -23,16 +22,36 @@ from judge.metrics.milebench import (
     official_key,
     official_options,
 )
+from judge.core.schema import PredictionRecord
 
 
-def mb(pred: str | None, gold: str, choices: list[str] | None = None, *, dataset: str = "ActionLocalization",
-       question_type: str | None = None, n_images: int = 3, rid: str = "1", model: str = "m", **meta) -> PredictionRecord:
+def mb(
+    pred: str | None,
+    gold: str,
+    choices: list[str] | None = None,
+    *,
+    dataset: str = "ActionLocalization",
+    question_type: str | None = None,
+    n_images: int = 3,
+    rid: str = "1",
+    model: str = "m",
+    **meta,
+) -> PredictionRecord:
     qt = question_type or ("multi-choice" if choices else "open-ended")
     m = {"dataset": dataset, "question_type": qt, "n_images": n_images, **meta}
     if pred is None:
         m["response_missing"] = True
-    return PredictionRecord(id=f"{dataset}/{rid}", benchmark="milebench", task=dataset, model=model,
-                            question="q", response=pred or "", answer=gold, choices=choices, meta=m)
+    return PredictionRecord(
+        id=f"{dataset}/{rid}",
+        benchmark="milebench",
+        task=dataset,
+        model=model,
+        question="q",
+        response=pred or "",
+        answer=gold,
+        choices=choices,
+        meta=m,
+    )
 
 
 def one(rec: PredictionRecord, mode: str = "official"):
@@ -42,7 +61,9 @@ def one(rec: PredictionRecord, mode: str = "official"):
 
 def official_pick(pred: str, choices: list[str]) -> str:
     """What the official pipeline extracts: everything normalized first, then match_choice."""
-    return match_choice_official(normalize_answer(pred), official_options([normalize_answer(c) for c in choices]))
+    return match_choice_official(
+        normalize_answer(pred), official_options([normalize_answer(c) for c in choices])
+    )
 
 
 # ----------------------------------------------------------------------------- datasets
@@ -77,11 +98,14 @@ def test_image_quantity_levels(n, level):
     assert image_quantity_level(n) == level
 
 
-@pytest.mark.parametrize("dataset, args", [
-    ("ActionLocalization", dict(pred="B", gold="dog", choices=["cat", "dog"])),        # multi-choice
-    ("TextNeedleInAHaystack", dict(pred="42", gold="42")),                              # needle
-    ("ALFRED", dict(pred="a cat", gold="a cat")),                                        # ROUGE-L
-])
+@pytest.mark.parametrize(
+    "dataset, args",
+    [
+        ("ActionLocalization", dict(pred="B", gold="dog", choices=["cat", "dog"])),  # multi-choice
+        ("TextNeedleInAHaystack", dict(pred="42", gold="42")),  # needle
+        ("ALFRED", dict(pred="a cat", gold="a cat")),  # ROUGE-L
+    ],
+)
 @pytest.mark.parametrize("mode", ["official", "strict"])
 def test_level_counted_from_images_in_every_evaluator(dataset, args, mode):
     # 7 images is Medium by count, whatever a label in the dataset file says: the head's
@@ -312,11 +336,11 @@ def test_strict_gpr1200_reads_option_text_only():
 
 def test_summary_rows_sources_and_disagreements():
     recs = [
-        mb("The answer is B", "dog", ["cat", "dog"], rid="1", n_images=2),    # official AB (0), strict B (1)
-        mb("B", "dog", ["cat", "dog"], rid="2", n_images=2),                  # both 1
+        mb("The answer is B", "dog", ["cat", "dog"], rid="1", n_images=2),  # official AB (0), strict B (1)
+        mb("B", "dog", ["cat", "dog"], rid="2", n_images=2),  # both 1
         mb("the cat sat", "the cat sat on the mat", dataset="ALFRED", rid="3", n_images=40),
         mb("42", "42", dataset="TextNeedleInAHaystack", rid="4", n_images=8),
-        mb("A", "horse", ["cat", "dog"], rid="5", n_images=2),                # unscorable (both modes)
+        mb("A", "horse", ["cat", "dog"], rid="5", n_images=2),  # unscorable (both modes)
     ]
     scores = score_predictions(recs, mode="both")
     assert len(scores) == 10

@@ -5,22 +5,38 @@ from __future__ import annotations
 
 import pytest
 
-from judge.data.errors import ConfigError
-from judge.data.schema import PredictionRecord, ScoreRecord
-from judge.metrics import get_benchmark, metric_for, needs_judge, score_predictions, summarize
-from judge.metrics.extract import extract_choice, option_keys
-from judge.metrics.mmie import judge_summary
+from judge.benchmarks import get_benchmark, metric_for, needs_judge, score_predictions, summarize
+from judge.benchmarks.extract import extract_choice, option_keys
+from judge.benchmarks.mmie import judge_summary
+from judge.core.errors import ConfigError
+from judge.core.schema import PredictionRecord, ScoreRecord
 
 
 def item(rid: str, response: str, *, choices=None, answer=None, task="MSR", benchmark="mmie", **meta):
-    return PredictionRecord(id=rid, benchmark=benchmark, task=task, question="q", response=response,
-                            choices=choices, answer=answer, meta=meta)
+    return PredictionRecord(
+        id=rid,
+        benchmark=benchmark,
+        task=task,
+        question="q",
+        response=response,
+        choices=choices,
+        answer=answer,
+        meta=meta,
+    )
 
 
 def judge_score(rid: str, value: float | None, task: str = "SA", criterion: str = "overall") -> ScoreRecord:
     if value is None:
-        return ScoreRecord(id=rid, benchmark="mmie", task=task, metric="judge", criterion=criterion, score=None,
-                           status="unscorable", reason="missing image")
+        return ScoreRecord(
+            id=rid,
+            benchmark="mmie",
+            task=task,
+            metric="judge",
+            criterion=criterion,
+            score=None,
+            status="unscorable",
+            reason="missing image",
+        )
     return ScoreRecord(id=rid, benchmark="mmie", task=task, metric="judge", criterion=criterion, score=value)
 
 
@@ -37,7 +53,10 @@ def test_registry_case_insensitive_and_metric_for():
     assert get_benchmark("nope") is None
     assert metric_for(item("SA_1", "x", task="SA")) is None
     assert metric_for(item("MSR_1", "B", choices=["1", "2"], answer="B")) == "mmie.mc_accuracy"
-    assert metric_for(item("d/1", "x", benchmark="milebench", task="TextNeedleInAHaystack")) == "milebench.needle"
+    assert (
+        metric_for(item("d/1", "x", benchmark="milebench", task="TextNeedleInAHaystack"))
+        == "milebench.needle"
+    )
     assert "ActionLocalization" in get_benchmark("milebench").tasks
 
 
@@ -57,16 +76,24 @@ def test_mc_gold_as_key_or_text(gold):
 
 
 def test_mc_gold_from_reference_and_unknown_gold_unscorable():
-    rec = PredictionRecord(id="MSR_1", benchmark="mmie", task="MSR", question="q", response="C",
-                           choices=["1", "2", "3"], reference="3")
+    rec = PredictionRecord(
+        id="MSR_1",
+        benchmark="mmie",
+        task="MSR",
+        question="q",
+        response="C",
+        choices=["1", "2", "3"],
+        reference="3",
+    )
     assert score_predictions([rec])[0].score == 1.0
     (s,) = score_predictions([item("MSR_2", "A", choices=["1", "2"], answer="7")])
     assert s.score is None and s.status == "unscorable" and "not one of the options" in s.reason
 
 
 def test_mc_refusal_is_no_answer():
-    (s,) = score_predictions([item("MSR_1", "I'm not able to tell. Sorry.", choices=["1", "2"], answer="A")],
-                             mode="strict")
+    (s,) = score_predictions(
+        [item("MSR_1", "I'm not able to tell. Sorry.", choices=["1", "2"], answer="A")], mode="strict"
+    )
     assert s.score == 0.0 and s.details["no_answer"] is True and s.details["how"] == "no answer (refusal)"
 
 
@@ -76,11 +103,17 @@ def test_open_ended_and_unknown_benchmarks_produce_no_record_and_order_is_kept()
         item("d/1", "42", benchmark="milebench", task="TextNeedleInAHaystack", answer="42"),
         item("x", "y", benchmark="other"),
         item("MSR_1", "A", choices=["1", "2"], answer="A"),
-        item("r1", "B", benchmark="mmra", task="SubEvent", choices=["x", "y"], answer="B", qa_type="Choice QA"),
+        item(
+            "r1", "B", benchmark="mmra", task="SubEvent", choices=["x", "y"], answer="B", qa_type="Choice QA"
+        ),
     ]
     out = score_predictions(recs, mode="both")
     assert [(s.id, s.producer["mode"]) for s in out] == [
-        ("d/1", "official"), ("d/1", "strict"), ("MSR_1", "toolkit"), ("r1", "official"), ("r1", "strict"),
+        ("d/1", "official"),
+        ("d/1", "strict"),
+        ("MSR_1", "toolkit"),
+        ("r1", "official"),
+        ("r1", "strict"),
     ]
     assert [s.benchmark for s in out] == ["milebench", "milebench", "mmie", "mmra", "mmra"]
 
@@ -91,8 +124,13 @@ def test_bad_mode_refused():
 
 
 def test_judge_summary_mean_and_percent():
-    recs = [judge_score("SA_1", 6.0), judge_score("SA_2", 3.0), judge_score("SA_3", None),
-            judge_score("PBL_1", 1.5, task="PBL"), judge_score("SA_1", 2.0, criterion="text_quality")]
+    recs = [
+        judge_score("SA_1", 6.0),
+        judge_score("SA_2", 3.0),
+        judge_score("SA_3", None),
+        judge_score("PBL_1", 1.5, task="PBL"),
+        judge_score("SA_1", 2.0, criterion="text_quality"),
+    ]
     js = judge_summary(recs)
     assert js["mean"] == pytest.approx(3.5) and js["percent"] == pytest.approx(3.5 / 6 * 100)
     assert (js["n"], js["n_scored"], js["n_unscorable"]) == (4, 3, 1)
@@ -106,7 +144,10 @@ def test_judge_summary_mean_and_percent():
 
 
 def test_mc_summary_rows_are_the_toolkits():
-    recs = [item("MSR_1", "A", choices=["1", "2"], answer="A"), item("MSR_2", "A", choices=["1", "2"], answer="B")]
+    recs = [
+        item("MSR_1", "A", choices=["1", "2"], answer="A"),
+        item("MSR_2", "A", choices=["1", "2"], answer="B"),
+    ]
     rows = summarize(score_predictions(recs, mode="both"))
     (overall,) = [r for r in rows if r["level"] == "overall"]
     assert overall["value"] == 50.0 and overall["source"] == "judge toolkit" and overall["mode"] == "toolkit"
@@ -118,11 +159,23 @@ def test_option_keys_after_z():
     assert option_keys(53)[-1] == "BA"
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("The answer is B", "B"), ("Answer: (C)", "C"), ("**B**", "B"), ("B.", "B"), ("dog", "B"),
-    ("it is a truck, not a car", "D"), ("the answer is b", "B"), ("B is correct", "B"), ("I think C", "C"),
-    ("The answer is A because it barks", "A"), ("A good choice is C", "C"), ("rosemary", None),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("The answer is B", "B"),
+        ("Answer: (C)", "C"),
+        ("**B**", "B"),
+        ("B.", "B"),
+        ("dog", "B"),
+        ("it is a truck, not a car", "D"),
+        ("the answer is b", "B"),
+        ("B is correct", "B"),
+        ("I think C", "C"),
+        ("The answer is A because it barks", "A"),
+        ("A good choice is C", "C"),
+        ("rosemary", None),
+    ],
+)
 def test_strict_extractor(text, expected):
     assert extract_choice(text, ["car", "dog", "cow", "truck"]).answer == expected
 

@@ -4,21 +4,34 @@ from __future__ import annotations
 
 import pytest
 
-from judge.data.schema import PredictionRecord
-from judge.metrics import score_predictions, summarize
-from judge.metrics.mmra import extract_option_official, extract_yes_no_official
+from judge.benchmarks import score_predictions, summarize
+from judge.benchmarks.mmra import extract_option_official, extract_yes_no_official
+from judge.core.schema import PredictionRecord
 
 OPTS = ["cat", "dog", "cow", "pig"]
 
 
-def row(rid: str, response: str | None, answer: str, qa_type: str = "Choice QA", task: str = "UsageSimilarity",
-        model: str = "m") -> PredictionRecord:
+def row(
+    rid: str,
+    response: str | None,
+    answer: str,
+    qa_type: str = "Choice QA",
+    task: str = "UsageSimilarity",
+    model: str = "m",
+) -> PredictionRecord:
     meta = {"qa_type": qa_type}
     if response is None:
         meta["response_missing"] = True
     return PredictionRecord(
-        id=rid, benchmark="MMRA", task=task, model=model, question="q", response=response or "", answer=answer,
-        choices=None if qa_type == "True or false QA" else OPTS, meta=meta,
+        id=rid,
+        benchmark="MMRA",
+        task=task,
+        model=model,
+        question="q",
+        response=response or "",
+        answer=answer,
+        choices=None if qa_type == "True or false QA" else OPTS,
+        meta=meta,
     )
 
 
@@ -136,7 +149,7 @@ def test_summary_per_task_official_and_overall_toolkit_and_disagreements():
         row("1", "B", "B", task="SubEvent"),
         row("2", "The answer is (C)", "C", "Chooice QA", task="SubEvent"),  # official carries B -> 0
         row("3", "Yes", "Yes", "True or false QA", task="Environment"),
-        row("4", None, "No", "True or false QA", task="Environment"),       # skipped
+        row("4", None, "No", "True or false QA", task="Environment"),  # skipped
     ]
     rows = summarize(score_predictions(recs, mode="both"))
     by = {(r["mode"], r["level"], r["group"]): r for r in rows}

@@ -4,8 +4,8 @@ import pytest
 import torch
 from PIL import Image
 
-from judge.data.errors import ConfigError
-from judge.data.template import build_judge_prompt
+from judge.core.errors import ConfigError
+from judge.core.template import build_judge_prompt
 from judge.models import (
     InternVLImageTextProcessor,
     ScoreTokenError,
@@ -31,7 +31,10 @@ def test_tiny_is_native_internvl_and_deterministic(tiny):
     assert isinstance(processor, InternVLImageTextProcessor)
     again, proc2 = build_tiny_scorer(seed=0)
     assert processor.tokenizer.get_vocab() == proc2.tokenizer.get_vocab()
-    assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), again.state_dict().values(), strict=True))
+    assert all(
+        torch.equal(a, b)
+        for a, b in zip(model.state_dict().values(), again.state_dict().values(), strict=True)
+    )
     other, _ = build_tiny_scorer(seed=1)
     assert not torch.equal(model.lm_head.weight, other.lm_head.weight)
 
@@ -123,12 +126,64 @@ def test_stock_internvl_hub_layout_loads_image_only(tmp_path):
 
     d = save_tiny_scorer(tmp_path / "hub", seed=0)
     pc = json.loads((d / "processor_config.json").read_text())
-    image_cfg = {**pc.pop("image_processor"), "image_processor_type": "GotOcr2ImageProcessorFast",
-                 "processor_class": "InternVLProcessor"}
+    image_cfg = {
+        **pc.pop("image_processor"),
+        "image_processor_type": "GotOcr2ImageProcessorFast",
+        "processor_class": "InternVLProcessor",
+    }
     (d / "preprocessor_config.json").write_text(json.dumps(image_cfg))
     (d / "processor_config.json").write_text(json.dumps({**pc, "processor_class": "InternVLProcessor"}))
-    (d / "video_preprocessor_config.json").write_text(json.dumps(
-        {"video_processor_type": "InternVLVideoProcessor", "processor_class": "InternVLProcessor"}))
+    (d / "video_preprocessor_config.json").write_text(
+        json.dumps({"video_processor_type": "InternVLVideoProcessor", "processor_class": "InternVLProcessor"})
+    )
     _, proc = load_scorer(str(d))
     assert isinstance(proc, InternVLImageTextProcessor)
     assert proc.image_seq_length == 4 and proc.image_processor.max_patches == 2
+
+
+def _write(folder, card: dict):
+    import json
+
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "judge_card.json").write_text(json.dumps(card))
+    return folder
+
+
+def test_judge_card_reads_old_cards_and_writes_them_back_unchanged(tmp_path, rubric):
+    import json
+
+    from judge.models.card import read_card, write_card
+
+    # A card of an older judge-train: fewer fields, and one this version does not know.
+    old = {
+        "base_model": "tiny:seed=0",
+        "rubric": {"name": rubric.name, "version": rubric.version, "hash": rubric.hash},
+        "target_format": "score",
+        "quantization": "4bit",
+        "legacy_note": {"kept": True},
+    }
+    card = read_card(_write(tmp_path / "old", old))
+    assert card.rubric.hash == rubric.hash and card.quantization == "4bit" and card.training is None
+    assert card.model_extra == {"legacy_note": {"kept": True}}
+    write_card(tmp_path / "again", card)
+    assert json.loads((tmp_path / "again" / "judge_card.json").read_text()) == old
+
+
+def test_a_broken_card_names_its_file_and_field(tmp_path, rubric):
+    from judge.models.card import read_card
+
+    good = {"base_model": "tiny", "rubric": {"name": rubric.name, "hash": rubric.hash}}
+    for broken, field in (
+        ({**good, "rubric": {"name": rubric.name}}, "rubric.hash"),
+        ({**good, "rubric": {"name": rubric.name, "hash": ""}}, "rubric.hash"),
+        ({**good, "target_format": "essay"}, "target_format"),
+        ({"rubric": good["rubric"]}, "base_model"),
+    ):
+        folder = _write(tmp_path / field, broken)
+        with pytest.raises(ConfigError) as e:
+            read_card(folder)
+        assert f"{folder / 'judge_card.json'}: invalid judge card: {field}:" in str(e.value)
+    (tmp_path / "json" / "judge_card.json").parent.mkdir()
+    (tmp_path / "json" / "judge_card.json").write_text("{")
+    with pytest.raises(ConfigError, match="judge_card.json: not valid JSON"):
+        read_card(tmp_path / "json")

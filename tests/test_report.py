@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 
 from judge.cli.report import main
+from judge.core.errors import JudgeError
+from judge.core.io import load_annotations
 from judge.data.aggregate import aggregate_record
-from judge.data.errors import JudgeError
-from judge.data.io import load_annotations
+from judge.eval.report_data import load_report
 
 
 @pytest.fixture(scope="module")
@@ -23,8 +24,9 @@ def _dist(mu: float) -> list[float]:
     return (p / p.sum()).tolist()
 
 
-def write_scores(path, records, *, noise: float, seed: int, criteria=True, drop=(), null=(), extra_ids=(),
-                 metric="judge"):
+def write_scores(
+    path, records, *, noise: float, seed: int, criteria=True, drop=(), null=(), extra_ids=(), metric="judge"
+):
     """A fake judge: the human mean plus noise, clipped to 0..6; ``drop`` ids missing, ``null`` ids unscorable."""
     rng = np.random.default_rng(seed)
     rows = []
@@ -32,8 +34,14 @@ def write_scores(path, records, *, noise: float, seed: int, criteria=True, drop=
         for crit, a in aggregate_record(r).items():
             if not criteria and crit != "overall":
                 continue
-            base = dict(id=r.id, benchmark="demo", task=r.task, model=r.model, metric=metric,
-                        criterion=crit if criteria else None)
+            base = dict(
+                id=r.id,
+                benchmark="demo",
+                task=r.task,
+                model=r.model,
+                metric=metric,
+                criterion=crit if criteria else None,
+            )
             if r.id in drop:
                 continue
             if r.id in null:
@@ -52,17 +60,42 @@ def write_scores(path, records, *, noise: float, seed: int, criteria=True, drop=
 
 def test_end_to_end_report(tmp_path, small_demo, demo_records, capsys):
     ids = [r.id for r in demo_records]
-    good = write_scores(tmp_path / "good.jsonl", demo_records, noise=0.4, seed=1, extra_ids=["nobody-1", "nobody-2"])
+    good = write_scores(
+        tmp_path / "good.jsonl", demo_records, noise=0.4, seed=1, extra_ids=["nobody-1", "nobody-2"]
+    )
     bad = write_scores(tmp_path / "bad.jsonl", demo_records, noise=3.0, seed=2, drop=ids[:2], null=ids[2:5])
     out = tmp_path / "report"
-    code = main(["--human", str(small_demo), "--scores", f"judge={good}", "--scores", f"untrained={bad}",
-                 "--clip-model", "tiny", "--bootstrap", "200", "--out", str(out),
-                 "--note", "A demonstration on synthetic data."])
+    code = main(
+        [
+            "--human",
+            str(small_demo),
+            "--scores",
+            f"judge={good}",
+            "--scores",
+            f"untrained={bad}",
+            "--clip-model",
+            "tiny",
+            "--bootstrap",
+            "200",
+            "--out",
+            str(out),
+            "--note",
+            "A demonstration on synthetic data.",
+        ]
+    )
     printed = capsys.readouterr().out
     assert code == 0
     assert "Main table" in printed and "humans (leave one annotator out)" in printed and str(out) in printed
-    for name in ("report.md", "report.json", "report.html", "scatter.png", "criteria.png", "confusion.png",
-                 "calibration.png", "clipscore.jsonl"):
+    for name in (
+        "report.md",
+        "report.json",
+        "report.html",
+        "scatter.png",
+        "criteria.png",
+        "confusion.png",
+        "calibration.png",
+        "clipscore.jsonl",
+    ):
         assert (out / name).is_file() and (out / name).stat().st_size > 0, name
 
     data = json.loads((out / "report.json").read_text())
@@ -90,8 +123,15 @@ def test_end_to_end_report(tmp_path, small_demo, demo_records, capsys):
     assert j["small_n"] and any("n = 36" in w for w in data["warnings"])  # 12 questions: flagged
     kinds = {s["kind"] for s in data["slices"]}
     assert kinds == {"criterion", "family", "model", "pooled"}
-    pair = next(p for p in data["paired"] if (p["a"], p["b"], p["slice"]) == ("judge", "untrained", data["main"]))
+    pair = next(
+        p for p in data["paired"] if (p["a"], p["b"], p["slice"]) == ("judge", "untrained", data["main"])
+    )
     assert pair["pearson"]["diff"] > 0 and pair["pearson"]["p"] <= 0.05
+    # report.json reads back into the typed report data, unchanged.
+    typed = load_report(out / "report.json")
+    assert typed.to_json() == data and typed.main_slice.key == "criterion:overall"
+    assert typed.main_slice.scorers["judge"].stat("pearson").value == j["pearson"]["value"]
+    assert typed.slice(pair["slice"]).title == main_slice["title"]
 
     md = (out / "report.md").read_text()
     assert md.startswith("# Judge agreement") and "A demonstration on synthetic data." in md.split("\n## ")[0]
@@ -102,11 +142,29 @@ def test_end_to_end_report(tmp_path, small_demo, demo_records, capsys):
 
 
 def test_report_without_clip_and_per_response_scores(tmp_path, small_demo, demo_records):
-    overall_only = write_scores(tmp_path / "o.jsonl", demo_records, noise=0.5, seed=3, criteria=False,
-                                metric="gpt-judge")
+    overall_only = write_scores(
+        tmp_path / "o.jsonl", demo_records, noise=0.5, seed=3, criteria=False, metric="gpt-judge"
+    )
     out = tmp_path / "r"
-    assert main(["--human", str(small_demo), "--scores", f"gpt={overall_only}", "--bootstrap", "50",
-                 "--out", str(out), "--on-scale", "gpt", "--criterion", "overall"]) == 0
+    assert (
+        main(
+            [
+                "--human",
+                str(small_demo),
+                "--scores",
+                f"gpt={overall_only}",
+                "--bootstrap",
+                "50",
+                "--out",
+                str(out),
+                "--on-scale",
+                "gpt",
+                "--criterion",
+                "overall",
+            ]
+        )
+        == 0
+    )
     data = json.loads((out / "report.json").read_text())
     s = data["scorers"][0]
     assert s["on_scale"] and s["coverage"]["expected"] == len(demo_records)
@@ -127,11 +185,19 @@ def test_wrong_shape_is_an_error_with_file_line_and_field(tmp_path, small_demo, 
     f.write_text("\n".join(lines) + "\n")
     assert main(["--human", str(small_demo), "--scores", f"judge={f}", "--out", str(tmp_path / "r")]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("error: ") and f"{f}:3" in err and "'score'" in err and f"{f}:5" in err and "'metric'" in err
+    assert (
+        err.startswith("error: ")
+        and f"{f}:3" in err
+        and "'score'" in err
+        and f"{f}:5" in err
+        and "'metric'" in err
+    )
     assert not (tmp_path / "r" / "report.json").exists()
 
     # an annotation file given as a score file
-    assert main(["--human", str(small_demo), "--scores", f"x={small_demo}", "--out", str(tmp_path / "r")]) == 2
+    assert (
+        main(["--human", str(small_demo), "--scores", f"x={small_demo}", "--out", str(tmp_path / "r")]) == 2
+    )
     assert "annotation record" in capsys.readouterr().err
 
 
@@ -157,8 +223,23 @@ def test_single_items_and_bad_arguments(tmp_path, small_demo, demo_records, caps
     single = write_scores(tmp_path / "single.jsonl", demo_records[:1], noise=0.5, seed=0, criteria=False)
     good = write_scores(tmp_path / "good.jsonl", demo_records, noise=0.5, seed=0)
     out = tmp_path / "r2"
-    assert main(["--human", str(small_demo), "--scores", f"judge={good}", "--scores", f"one={single}",
-                 "--bootstrap", "50", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "--human",
+                str(small_demo),
+                "--scores",
+                f"judge={good}",
+                "--scores",
+                f"one={single}",
+                "--bootstrap",
+                "50",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     data = json.loads((out / "report.json").read_text())
     assert any("one: one scored only 1 item(s)" in w and "score more items" in w for w in data["warnings"])
     m = data["slices"][0]["scorers"]["one"]
@@ -176,8 +257,9 @@ def test_single_items_and_bad_arguments(tmp_path, small_demo, demo_records, caps
 
 
 def test_module_entry_point_runs():
-    proc = subprocess.run([sys.executable, "-m", "judge.cli.report", "--help"], capture_output=True, text=True,
-                          timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "judge.cli.report", "--help"], capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0 and "--clip-model" in proc.stdout and "NAME=FILE" in proc.stdout
 
 
@@ -186,3 +268,13 @@ def test_human_files_from_several_files_must_not_overlap(small_demo, rubric):
 
     with pytest.raises(JudgeError, match="also in"):
         load_human([small_demo, small_demo], rubric)
+
+
+def test_a_damaged_report_json_names_the_field(tmp_path):
+    path = tmp_path / "report.json"
+    path.write_text(json.dumps({"title": "t", "main": 3}))
+    with pytest.raises(JudgeError) as e:
+        load_report(path)
+    msg = str(e.value)
+    assert msg.startswith(f"{path}: not a report.json:") and "\n  main: Input should be a valid string" in msg
+    assert "\n  created: Field required" in msg

@@ -3,16 +3,34 @@ import copy
 import pytest
 import yaml
 
-from judge.data.errors import ConfigError
-from judge.data.rubric import OVERALL, Rubric, load_rubric, shipped_dir
+from judge.core.errors import ConfigError
+from judge.core.rubric import OVERALL, Rubric, load_rubric, shipped_dir
 
 EXPECTED = {
-    "SA": ["text_quality", "image_quality", "text_image_coherence", "context_consistency", "innovation",
-           "stylistic_consistency"],
-    "PBL": ["text_quality", "image_quality", "text_image_coherence", "method_quality", "creativity_engagement",
-            "stylistic_consistency"],
-    "MSR": ["question_text_understanding", "question_image_understanding", "reasoning_clarity",
-            "partial_correctness", "final_answer_accuracy", "excellency"],
+    "SA": [
+        "text_quality",
+        "image_quality",
+        "text_image_coherence",
+        "context_consistency",
+        "innovation",
+        "stylistic_consistency",
+    ],
+    "PBL": [
+        "text_quality",
+        "image_quality",
+        "text_image_coherence",
+        "method_quality",
+        "creativity_engagement",
+        "stylistic_consistency",
+    ],
+    "MSR": [
+        "question_text_understanding",
+        "question_image_understanding",
+        "reasoning_clarity",
+        "partial_correctness",
+        "final_answer_accuracy",
+        "excellency",
+    ],
 }
 
 

@@ -3,8 +3,8 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from judge.data.io import from_mmie, load_annotations, load_predictions, mmie_family
-from judge.data.schema import (
+from judge.core.io import from_mmie, load_annotations, load_predictions, mmie_family
+from judge.core.schema import (
     AnnotationRecord,
     ImageSegment,
     PredictionRecord,
@@ -37,20 +37,44 @@ def test_annotation_round_trip():
 
 
 def test_prediction_round_trip():
-    rec = PredictionRecord(id="p1", benchmark="milebench", task="ActionLocalization", question="Which?",
-                           response="B", choices=["a", "b"], answer="b", model="m")
+    rec = PredictionRecord(
+        id="p1",
+        benchmark="milebench",
+        task="ActionLocalization",
+        question="Which?",
+        response="B",
+        choices=["a", "b"],
+        answer="b",
+        model="m",
+    )
     assert rec.question == [TextSegment(text="Which?")]
     assert PredictionRecord.model_validate_json(rec.model_dump_json()) == rec
     assert PredictionRecord(id="p2", benchmark="b", task="t", question="q", response=None).response == []
 
 
 def test_score_round_trip_and_null_rules():
-    rec = ScoreRecord(id="x", benchmark="mmie", task="SA", model="m", metric="judge", criterion="overall",
-                      score=4.2, distribution=[0, 0, 0, 0.1, 0.6, 0.3, 0], argmax=4,
-                      producer={"judge": "ckpt", "rubric_hash": "abc"})
+    rec = ScoreRecord(
+        id="x",
+        benchmark="mmie",
+        task="SA",
+        model="m",
+        metric="judge",
+        criterion="overall",
+        score=4.2,
+        distribution=[0, 0, 0, 0.1, 0.6, 0.3, 0],
+        argmax=4,
+        producer={"judge": "ckpt", "rubric_hash": "abc"},
+    )
     assert ScoreRecord.model_validate_json(rec.model_dump_json()) == rec
-    null = ScoreRecord(id="y", benchmark="b", task="t", metric="judge", score=None, status="unscorable",
-                       reason="image missing")
+    null = ScoreRecord(
+        id="y",
+        benchmark="b",
+        task="t",
+        metric="judge",
+        score=None,
+        status="unscorable",
+        reason="image missing",
+    )
     assert ScoreRecord.model_validate(json.loads(null.model_dump_json())) == null
     with pytest.raises(ValidationError, match="null score needs"):
         ScoreRecord(id="y", benchmark="b", task="t", metric="judge", score=None)
@@ -60,17 +84,22 @@ def test_score_round_trip_and_null_rules():
 
 def test_content_forms():
     assert normalize_content("hi") == [{"type": "text", "text": "hi"}]
-    assert normalize_content([{"text": "a", "image": "x.png"}, {"text": None, "image": "y.png"},
-                              {"text": "b", "image": None}]) == [
-        {"type": "text", "text": "a"}, {"type": "image", "image": "x.png"},
-        {"type": "image", "image": "y.png"}, {"type": "text", "text": "b"}]
+    assert normalize_content(
+        [{"text": "a", "image": "x.png"}, {"text": None, "image": "y.png"}, {"text": "b", "image": None}]
+    ) == [
+        {"type": "text", "text": "a"},
+        {"type": "image", "image": "x.png"},
+        {"type": "image", "image": "y.png"},
+        {"type": "text", "text": "b"},
+    ]
     rec = AnnotationRecord.model_validate({**ANNOTATION, "response": "just text"})
     assert rec.response == [TextSegment(text="just text")]
 
 
 def test_single_annotator_shorthand_and_default_question_id():
-    rec = AnnotationRecord.model_validate({**ANNOTATION, "scores": {"overall": 3}, "rationale": "ok",
-                                           "question_id": None})
+    rec = AnnotationRecord.model_validate(
+        {**ANNOTATION, "scores": {"overall": 3}, "rationale": "ok", "question_id": None}
+    )
     assert rec.scores == {"annotator": {"overall": 3}}
     assert rec.rationale == {"annotator": "ok"}
     assert rec.question_id.startswith("q-")
@@ -89,15 +118,25 @@ def test_mmie_native_records(tmp_path):
 
     Image.new("RGB", (8, 8), "red").save(tmp_path / "s1.png")
     native = [
-        {"id": "MSR_12_0", "question": [{"text": "What is 2+3?", "image": None}],
-         "answer": [{"text": "Adding gives", "image": "s1.png"}, {"text": "5", "image": None}],
-         "model": "anole", "gt_answer": "5", "scores": {"overall": 6, "final_answer_accuracy": 6}},
-        {"id": "SA_7", "question": "Continue the story.", "answer": "The end.", "model": "gill",
-         "scores": {"overall": 2}},
+        {
+            "id": "MSR_12_0",
+            "question": [{"text": "What is 2+3?", "image": None}],
+            "answer": [{"text": "Adding gives", "image": "s1.png"}, {"text": "5", "image": None}],
+            "model": "anole",
+            "gt_answer": "5",
+            "scores": {"overall": 6, "final_answer_accuracy": 6},
+        },
+        {
+            "id": "SA_7",
+            "question": "Continue the story.",
+            "answer": "The end.",
+            "model": "gill",
+            "scores": {"overall": 2},
+        },
     ]
     path = tmp_path / "mmie.json"
     path.write_text(json.dumps(native, indent=2))
-    from judge.data.rubric import load_rubric
+    from judge.core.rubric import load_rubric
 
     res = load_annotations(path, rubric=load_rubric("mmie"))
     msr, sa = res.records
@@ -116,15 +155,3 @@ def test_mmie_family_from_id():
     assert mmie_family("msr-1") is None  # MMIE writes categories in capitals
     assert mmie_family("xMSRx") is None
     assert from_mmie({"id": "SA_1", "question": "q", "answer": None}, "prediction")["task"] == "SA"
-
-
-def test_dataset_view_keeps_image_paths(small_demo):
-    from judge.data.io import records_to_dataset
-
-    recs = load_annotations(small_demo).records
-    ds = records_to_dataset(recs)
-    assert len(ds) == len(recs) and ds[0]["id"] == recs[0].id
-    assert ds[0]["images"] == recs[0].images and all(isinstance(p, str) for p in ds[0]["images"])
-    assert json.loads(ds[0]["scores"]) == recs[0].scores
-    seg = ds[0]["response"][0]
-    assert seg["type"] in ("text", "image")

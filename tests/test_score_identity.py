@@ -11,8 +11,8 @@ import pytest
 
 from judge.cli.score import main
 from judge.models.card import CARD_NAME, judge_fingerprint
-from judge.models.tiny import save_tiny_scorer
-from judge.serve import ScoreConfig, score_files
+from judge.models.loading import save_tiny_scorer
+from judge.scoring import ScoreConfig, score_files
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -21,10 +21,19 @@ def write_judge(folder: Path, rubric, seed: int) -> Path:
     """A judge folder as judge-train lays it out (card + merged/ + processor/), weights of the tiny model ``seed``."""
     shutil.rmtree(folder, ignore_errors=True)
     save_tiny_scorer(folder / "merged", seed=seed)
-    shutil.copytree(folder / "merged", folder / "processor",
-                    ignore=lambda d, names: [n for n in names if n.endswith(".safetensors") or n == "config.json"])
-    card = {"base_model": "tiny:seed=0", "finetune": "full", "quantization": "none", "target_format": "score",
-            "rubric": {"name": rubric.name, "version": rubric.version, "hash": rubric.hash}, "scale": [0, 6]}
+    shutil.copytree(
+        folder / "merged",
+        folder / "processor",
+        ignore=lambda d, names: [n for n in names if n.endswith(".safetensors") or n == "config.json"],
+    )
+    card = {
+        "base_model": "tiny:seed=0",
+        "finetune": "full",
+        "quantization": "none",
+        "target_format": "score",
+        "rubric": {"name": rubric.name, "version": rubric.version, "hash": rubric.hash},
+        "scale": [0, 6],
+    }
     (folder / CARD_NAME).write_text(json.dumps(card))
     return folder
 
@@ -117,6 +126,7 @@ def test_summary_covers_exactly_the_items_of_its_run(tmp_path, inputs):
     out = tmp_path / "out"
     base = ScoreConfig(inputs=[str(inputs)], judge="tiny", rubric="mmie", out=str(out), progress=False)
     full = score_files(base)
+
     def items(summary):  # the three responses come from three models: one "all" row each
         return sum(r["n"] for r in summary["judge"] if r["group"] == "all" and r["metric"] == "judge.overall")
 
@@ -138,20 +148,32 @@ def qlora_judge(small_demo, tmp_path_factory) -> Path:
     from judge.train import train_judge
 
     out = tmp_path_factory.mktemp("qlora")
-    train_judge("demo", [f"data.annotations=[{small_demo}]", f"output_dir={out}", "quantization=4bit",
-                                 "train.finetune=lora", "train.max_steps=3", "train.per_device_train_batch_size=4",
-                                 "train.learning_rate=1e-2", "eval.strategy=no", "eval.at_start=false"])
+    train_judge(
+        "demo",
+        overrides={
+            "data.annotations": [str(small_demo)],
+            "output_dir": str(out),
+            "quantization": "4bit",
+            "train.finetune": "lora",
+            "train.max_steps": 3,
+            "train.per_device_train_batch_size": 4,
+            "train.learning_rate": 1e-2,
+            "eval.strategy": "no",
+            "eval.at_start": False,
+        },
+    )
     return out / "judge"
 
 
 def test_a_qlora_judge_is_scored_on_its_4bit_base(qlora_judge, inputs, tmp_path, capsys):
     from judge.models.card import load_judge
-    from judge.serve import JudgeEngine, resolve_judge
+    from judge.scoring import JudgeEngine, resolve_judge
 
     card = json.loads((qlora_judge / CARD_NAME).read_text())
     assert card["quantization"] == "4bit"
-    as_trained = score_files(ScoreConfig(inputs=[str(inputs)], judge=str(qlora_judge), out=str(tmp_path / "a"),
-                                         progress=False))
+    as_trained = score_files(
+        ScoreConfig(inputs=[str(inputs)], judge=str(qlora_judge), out=str(tmp_path / "a"), progress=False)
+    )
     recs = [json.loads(x) for x in (tmp_path / "a" / "scores.jsonl").read_text().splitlines()]
     assert {r["producer"].get("quantization") for r in recs} == {"4bit"}
     assert as_trained.summary["run"]["identity"]["quantization"] == "4bit"
@@ -160,17 +182,26 @@ def test_a_qlora_judge_is_scored_on_its_4bit_base(qlora_judge, inputs, tmp_path,
     # The same scores as the 4-bit base + adapter loaded by hand, and not those of the full-precision base.
     model, processor, _ = load_judge(qlora_judge, quantization="4bit")
     assert any(type(m).__name__ == "Linear4bit" for m in model.modules())
-    from judge.data.io import load_annotations
-    from judge.serve.inputs import annotation_as_prediction
+    from judge.core.io import load_annotations
+    from judge.scoring.inputs import annotation_as_prediction
 
-    preds = [annotation_as_prediction(r, "mmie") for r in load_annotations(inputs, check_images=False).records]
+    preds = [
+        annotation_as_prediction(r, "mmie") for r in load_annotations(inputs, check_images=False).records
+    ]
     spec = resolve_judge(str(qlora_judge))
     want = {(s.id, s.criterion): s.score for s in JudgeEngine(model, processor, spec).score_records(preds)}
     assert max(abs(got[k] - want[k]) for k in want) < 1e-4
 
     capsys.readouterr()
-    score_files(ScoreConfig(inputs=[str(inputs)], judge=str(qlora_judge), out=str(tmp_path / "b"), progress=False,
-                            quantization="none"))
+    score_files(
+        ScoreConfig(
+            inputs=[str(inputs)],
+            judge=str(qlora_judge),
+            out=str(tmp_path / "b"),
+            progress=False,
+            quantization="none",
+        )
+    )
     assert "trained and validated with quantization 4bit; scoring with none" in capsys.readouterr().err
     unquantized = judge_scores(tmp_path / "b")
     assert max(abs(unquantized[k] - got[k]) for k in got) > 1e-4

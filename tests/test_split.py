@@ -2,8 +2,8 @@ import random
 
 import pytest
 
-from judge.data.io import load_annotations
-from judge.data.schema import AnnotationRecord
+from judge.core.io import load_annotations
+from judge.core.schema import AnnotationRecord
 from judge.data.split import SPLITS, split_questions, split_records
 
 
@@ -38,13 +38,21 @@ def test_stratified_fractions(demo_records):
 
 
 def test_tiny_family_still_gets_every_split():
-    recs = [AnnotationRecord(id=f"r{i}", question_id=f"q{i}", task="SA", question="q", response="r",
-                             scores={"overall": 3}) for i in range(3)]
+    recs = [
+        AnnotationRecord(
+            id=f"r{i}", question_id=f"q{i}", task="SA", question="q", response="r", scores={"overall": 3}
+        )
+        for i in range(3)
+    ]
     assert sorted(split_questions(recs).values()) == ["test", "train", "validation"]
 
 
 def test_question_in_two_families_is_an_error():
-    recs = [AnnotationRecord(id=f"r{i}", question_id="q", task=t, question="q", response="r",
-                             scores={"overall": 3}) for i, t in enumerate(["SA", "PBL"])]
+    recs = [
+        AnnotationRecord(
+            id=f"r{i}", question_id="q", task=t, question="q", response="r", scores={"overall": 3}
+        )
+        for i, t in enumerate(["SA", "PBL"])
+    ]
     with pytest.raises(ValueError, match="two task families"):
         split_questions(recs)

@@ -3,10 +3,10 @@ import json
 import pytest
 from PIL import Image
 
+from judge.core.io import load_annotations
+from judge.core.template import SCORE_CUE, build_judge_prompt, build_target
 from judge.data.config import DataConfig, DataSections
-from judge.data.io import load_annotations
 from judge.data.sft import BudgetError, build_examples, count_tokens
-from judge.data.template import SCORE_CUE, build_judge_prompt, build_target
 
 
 def _image_runs(ids, image_token_id):
@@ -27,16 +27,20 @@ def test_image_runs_match_images_in_content_order(tmp_path, rubric, tiny):
     for name, size in sizes.items():
         Image.new("RGB", size, "blue").save(tmp_path / name)
     question = [{"type": "text", "text": "Look:"}, {"type": "image", "image": str(tmp_path / "wide.png")}]
-    response = [{"type": "image", "image": str(tmp_path / "square.png")}, {"type": "text", "text": "and"},
-                {"type": "image", "image": str(tmp_path / "tall.png")}]
+    response = [
+        {"type": "image", "image": str(tmp_path / "square.png")},
+        {"type": "text", "text": "and"},
+        {"type": "image", "image": str(tmp_path / "tall.png")},
+    ]
     prompt = build_judge_prompt(rubric, "SA", "text_image_coherence", question, response)
     assert prompt.images == [str(tmp_path / n) for n in ("wide.png", "square.png", "tall.png")]
     text = processor.apply_chat_template(prompt.messages, add_generation_prompt=True, tokenize=False)
     images = [Image.open(p) for p in prompt.images]
     ids = processor(text=[text], images=images)["input_ids"][0]
     ip = processor.image_processor
-    expected = [ip.get_number_of_image_patches(h, w, {}) * processor.image_seq_length
-                for (w, h) in sizes.values()]
+    expected = [
+        ip.get_number_of_image_patches(h, w, {}) * processor.image_seq_length for (w, h) in sizes.values()
+    ]
     assert len(set(expected)) > 1  # the check below can tell the order apart
     assert _image_runs(ids, processor.image_token_id) == expected
 
@@ -45,7 +49,7 @@ def test_criterion_question_comes_last_and_prefix_is_shared(rubric):
     q, r = [{"type": "text", "text": "Q?"}], [{"type": "text", "text": "A."}]
     ref = [{"type": "text", "text": "42"}]
     prompts = {c: build_judge_prompt(rubric, "MSR", c, q, r, ref) for c in rubric.family("MSR").criterion_ids}
-    prefixes = {json.dumps(p.messages[0]["content"][:p.prefix_parts]) for p in prompts.values()}
+    prefixes = {json.dumps(p.messages[0]["content"][: p.prefix_parts]) for p in prompts.values()}
     assert len(prefixes) == 1  # every criterion of a response shares the same prefix
     for crit_id, p in prompts.items():
         content = p.messages[0]["content"]
@@ -99,12 +103,19 @@ def test_rationale_targets(small_demo, rubric):
 def test_token_budget_reduces_tiles_then_fails(tmp_path, rubric, tiny):
     _, processor = tiny
     Image.new("RGB", (112, 56), "red").save(tmp_path / "wide.png")  # 2 tiles + thumbnail at max_patches=2
-    line = {"id": "a", "task": "SA", "question": "Tell.", "response": [{"type": "image", "image": "wide.png"}],
-            "scores": {"overall": 4}}
+    line = {
+        "id": "a",
+        "task": "SA",
+        "question": "Tell.",
+        "response": [{"type": "image", "image": "wide.png"}],
+        "scores": {"overall": 4},
+    }
     path = tmp_path / "a.jsonl"
     path.write_text(json.dumps(line) + "\n")
     recs = load_annotations(path, rubric=rubric).records
-    cfg = DataConfig(annotations=[str(path)], criteria="overall", split={"train": 1, "validation": 0, "test": 0})
+    cfg = DataConfig(
+        annotations=[str(path)], criteria="overall", split={"train": 1, "validation": 0, "test": 0}
+    )
     full = build_examples(recs, rubric, cfg)
     count_tokens(full, processor, None)
     n_full = full.examples["train"][0]["num_tokens"]
@@ -132,7 +143,7 @@ def test_build_writes_dataset_jsonl_and_stats(tmp_path, small_demo, tiny):
 
     _, processor = tiny
     sections = DataSections(data=_cfg(small_demo), output_dir=str(tmp_path / "run"))
-    out = build_sft_dataset(sections, processor, log=lambda s: None, progress=False)
+    out = build_sft_dataset(sections, processor, progress=False)
     assert out == tmp_path / "run" / "data"
     dd = datasets.load_from_disk(str(out / "dataset"))
     stats = json.loads((out / "stats.json").read_text())
@@ -150,7 +161,10 @@ def test_build_writes_dataset_jsonl_and_stats(tmp_path, small_demo, tiny):
     assert first["images"][0].startswith("splits/images/") and (out / first["images"][0]).is_file()
     assert manifest["split_images"]["files"] == len(list((out / "splits" / "images").rglob("*.png"))) > 0
     assert manifest["rubric"]["name"] == "mmie" and len(manifest["data_hash"]) == 64
-    assert stats["splits"]["train"]["tokens_per_example"]["max"] >= stats["splits"]["train"]["tokens_per_example"]["min"]
+    assert (
+        stats["splits"]["train"]["tokens_per_example"]["max"]
+        >= stats["splits"]["train"]["tokens_per_example"]["min"]
+    )
 
 
 def test_an_empty_split_loads_back_empty_with_its_columns(tmp_path, small_demo):
@@ -159,8 +173,7 @@ def test_an_empty_split_loads_back_empty_with_its_columns(tmp_path, small_demo):
 
     # datasets cannot load an empty split saved to disk: a build with no test split must still load.
     cfg = _cfg(small_demo, split={"train": 0.8, "validation": 0.2, "test": 0})
-    out = build_sft_dataset(DataSections(data=cfg, output_dir=str(tmp_path / "run")), None, log=lambda s: None,
-                            progress=False)
+    out = build_sft_dataset(DataSections(data=cfg, output_dir=str(tmp_path / "run")), None, progress=False)
     dd = load_sft_dataset(out)
     assert len(dd["test"]) == 0 and len(dd["train"]) > 0 and len(dd["validation"]) > 0
     assert dd["test"].column_names == dd["train"].column_names

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from judge.data.images import open_image
-from judge.data.io import load_annotations
-from judge.data.template import build_judge_prompt, build_target, completion_messages
-from judge.models.scoring import ExpectedScorer, ScoreRequest
+from judge.core.images import open_image
+from judge.core.io import load_annotations
+from judge.core.template import build_judge_prompt, build_target, completion_messages
+from judge.models.readout import ExpectedScorer, ScoreRequest
 from judge.train.collator import IGNORE_INDEX, JudgeCollator, LengthError
 
 
@@ -17,9 +17,15 @@ def _examples(rubric, small_demo, n=3, score=4):
     out = []
     for r in recs:
         p = build_judge_prompt(rubric, r.task, "overall", r.question, r.response, r.reference)
-        out.append({"id": f"{r.id}::overall", "prompt": p.messages,
-                    "completion": completion_messages(build_target(score)),
-                    "images": [open_image(i) for i in p.images], "max_patches": None})
+        out.append(
+            {
+                "id": f"{r.id}::overall",
+                "prompt": p.messages,
+                "completion": completion_messages(build_target(score)),
+                "images": [open_image(i) for i in p.images],
+                "max_patches": None,
+            }
+        )
     return out
 
 
@@ -40,7 +46,9 @@ def test_labels_cover_the_completion_only(tiny, rubric, small_demo):
         assert all(labels[i, j] == IGNORE_INDEX for j in range(ids.shape[1]) if int(ids[i, j]) in image_ids)
         assert (labels[i][mask[i] == 0] == IGNORE_INDEX).all()
         assert mask[i, : labelled[-1] + 1].all()
-    n_tiles = sum(int(processor.image_processor(ex["images"], return_tensors="pt")["num_patches"].sum()) for ex in exs)
+    n_tiles = sum(
+        int(processor.image_processor(ex["images"], return_tensors="pt")["num_patches"].sum()) for ex in exs
+    )
     assert batch["pixel_values"].shape[0] == n_tiles
 
 
@@ -84,14 +92,18 @@ def test_labels_only_loss_equals_the_stock_loss(tiny, rubric, small_demo):
 
     model, processor = tiny
     exs = _examples(rubric, small_demo, n=4)
-    exs[1]["completion"] = completion_messages(build_target(2, "Two of the images match the text.", "rationale_score"))
+    exs[1]["completion"] = completion_messages(
+        build_target(2, "Two of the images match the text.", "rationale_score")
+    )
     batch = JudgeCollator(processor)(exs)
     aligned = right_align(batch)
     # Right-aligned: every row ends in the last column; the same tokens, positions counting real tokens.
     assert (aligned["attention_mask"][:, -1] == 1).all()
     for i in range(len(exs)):
         keep = batch["attention_mask"][i].bool()
-        assert torch.equal(aligned["input_ids"][i, aligned["attention_mask"][i].bool()], batch["input_ids"][i, keep])
+        assert torch.equal(
+            aligned["input_ids"][i, aligned["attention_mask"][i].bool()], batch["input_ids"][i, keep]
+        )
     with torch.no_grad():
         stock = model(**batch).loss
         mine, out = labels_only_loss(model, aligned)

@@ -8,8 +8,9 @@ import shutil
 import pytest
 
 from judge.cli.train import main as train_main
-from judge.data.errors import ConfigError
-from judge.train.config import load_run_config
+from judge.core.errors import ConfigError
+from judge.data.config import parse_overrides
+from judge.train.config import load_run_config, override_run_config
 
 
 def test_shipped_configs_are_valid():
@@ -17,7 +18,9 @@ def test_shipped_configs_are_valid():
     assert path.name == "rubric6.yaml"
     # The real recipe: an HF-native InternVL base, LoRA on the language model, vision tower and projector frozen, bf16.
     assert cfg.model.path == "OpenGVLab/InternVL3-2B-hf" and cfg.model.dtype == "bfloat16"
-    assert cfg.train.finetune == "lora" and cfg.lora.target_modules == "language" and cfg.quantization == "none"
+    assert (
+        cfg.train.finetune == "lora" and cfg.lora.target_modules == "language" and cfg.quantization == "none"
+    )
     assert not cfg.lora.train_vision and not cfg.lora.train_projector and cfg.train.gradient_checkpointing
     assert cfg.eval.best_metric == "overall_spearman" and cfg.eval.greater and cfg.rubric == "mmie"
     # The demo recipe: the tiny local model, trained fully.
@@ -26,18 +29,45 @@ def test_shipped_configs_are_valid():
 
 
 def test_override_and_unknown_key_errors():
-    _, cfg = load_run_config("rubric6.yaml", ["train.learning_rate=1e-4", "lora.r=4"])
+    _, cfg = load_run_config("rubric6.yaml", {"train.learning_rate": 1e-4, "lora.r": 4})
     assert cfg.train.learning_rate == 1e-4 and cfg.lora.r == 4
     with pytest.raises(ConfigError, match=r"train\.learnig_rate: unknown key; allowed here: .*learning_rate"):
-        load_run_config("rubric6.yaml", ["train.learnig_rate=1e-4"])
+        load_run_config("rubric6.yaml", {"train.learnig_rate": 1e-4})
     with pytest.raises(ConfigError, match=r"quantization.*got '3bit'"):
-        load_run_config("rubric6.yaml", ["quantization=3bit"])
+        load_run_config("rubric6.yaml", {"quantization": "3bit"})
     with pytest.raises(ConfigError, match=r"best_metric.*must end in"):
-        load_run_config("rubric6.yaml", ["eval.best_metric=overall_accuracy"])
+        load_run_config("rubric6.yaml", {"eval.best_metric": "overall_accuracy"})
     with pytest.raises(ConfigError, match="quantization needs train.finetune: lora"):
-        load_run_config("rubric6.yaml", ["quantization=4bit", "train.finetune=full"])
+        load_run_config("rubric6.yaml", {"quantization": "4bit", "train.finetune": "full"})
     with pytest.raises(ConfigError, match="unknown section"):
-        load_run_config("rubric6.yaml", ["trian.x=1"])
+        load_run_config("rubric6.yaml", {"trian.x": 1})
+    with pytest.raises(ConfigError, match=r"override lora\.r\.x: lora\.r is a value \(16\), not a section"):
+        load_run_config("rubric6.yaml", {"lora.r.x": 1})
+
+
+def test_overrides_of_a_config_object_are_validated_again():
+    _, cfg = load_run_config("demo")
+    changed = override_run_config(cfg, {"train.max_steps": 7, "output_dir": "runs/x"})
+    assert changed.train.max_steps == 7 and changed.out.name == "x"
+    assert cfg.train.max_steps != 7  # the given config is left as it was
+    with pytest.raises(ConfigError, match=r"train\.max_steps: Input should be greater than or equal to -1"):
+        override_run_config(cfg, {"train.max_steps": -5})
+    with pytest.raises(ConfigError, match=r"unknown section.*'trian'"):
+        override_run_config(cfg, {"trian.max_steps": 1})
+
+
+def test_the_earlier_name_of_the_token_budget_still_works():
+    # eval.max_batch_tokens is what configs (and judge cards) said before it became eval.batch_tokens.
+    _, cfg = load_run_config("demo", {"eval.max_batch_tokens": 128})
+    assert cfg.eval.batch_tokens == 128
+    assert override_run_config(cfg, {"eval.max_batch_tokens": 256}).eval.batch_tokens == 256
+
+
+def test_set_strings_become_typed_overrides():
+    got = parse_overrides(["train.max_steps=3", "data.annotations=[a.jsonl, b.jsonl]", "eval.at_start=false"])
+    assert got == {"train.max_steps": 3, "data.annotations": ["a.jsonl", "b.jsonl"], "eval.at_start": False}
+    with pytest.raises(ConfigError, match="must look like section.key=value"):
+        parse_overrides(["train.max_steps"])
 
 
 def _cli(capsys, *args) -> tuple[int, str]:
@@ -55,8 +85,21 @@ def test_prebuilt_data_with_another_rubric_hash_is_refused(tmp_path, capsys, sma
     from judge.cli.data import data_main
 
     out = tmp_path / "data"
-    assert data_main(["build", "--config", "demo", "--set", f"data.annotations=[{small_demo}]",
-                      "--no-tokens", "--out", str(out)]) == 0
+    assert (
+        data_main(
+            [
+                "build",
+                "--config",
+                "demo",
+                "--set",
+                f"data.annotations=[{small_demo}]",
+                "--no-tokens",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     manifest = json.loads((out / "manifest.json").read_text())
     manifest["rubric"]["hash"] = "0" * 64
     (out / "manifest.json").write_text(json.dumps(manifest))
@@ -65,14 +108,22 @@ def test_prebuilt_data_with_another_rubric_hash_is_refused(tmp_path, capsys, sma
 
 
 def test_empty_validation_split_fails_before_the_model(tmp_path, capsys, small_demo):
-    code, err = _cli(capsys, "--set", f"data.annotations=[{small_demo}]", "--set", "data.split.validation=0",
-                     "--set", f"output_dir={tmp_path}")
+    code, err = _cli(
+        capsys,
+        "--set",
+        f"data.annotations=[{small_demo}]",
+        "--set",
+        "data.split.validation=0",
+        "--set",
+        f"output_dir={tmp_path}",
+    )
     assert code == 2 and "validation split" in err and "empty" in err
     assert not (tmp_path / "checkpoints").exists()
 
 
 def test_resume_without_checkpoint_is_an_error(tmp_path, capsys, small_demo):
     shutil.rmtree(tmp_path / "checkpoints", ignore_errors=True)
-    code, err = _cli(capsys, "--resume", "--set", f"data.annotations=[{small_demo}]",
-                     "--set", f"output_dir={tmp_path}")
+    code, err = _cli(
+        capsys, "--resume", "--set", f"data.annotations=[{small_demo}]", "--set", f"output_dir={tmp_path}"
+    )
     assert code == 2 and "no checkpoint" in err

@@ -2,14 +2,24 @@
 
 from __future__ import annotations
 
+import pytest
+
 from judge.train import train_judge
 
 
+@pytest.mark.slow
 def test_short_training_raises_validation_correlation(tmp_path):
     # The shipped demo recipe on the shipped demo set, cut to 150 steps (about 0.8 epoch); the
     # full recipe is what scripts/demo.sh runs.
-    result = train_judge("demo", [f"output_dir={tmp_path}", "train.max_steps=150", "eval.strategy=no",
-                                          "train.logging_steps=50"])
+    result = train_judge(
+        "demo",
+        overrides={
+            "output_dir": str(tmp_path),
+            "train.max_steps": 150,
+            "eval.strategy": "no",
+            "train.logging_steps": 50,
+        },
+    )
     before, after = result.baseline, result.final
     assert before["overall_n"] == after["overall_n"] == 45
     assert before["all_n"] == after["all_n"] == 315

@@ -26,8 +26,15 @@ pytestmark = pytest.mark.usefixtures("one_thread")  # scores compared across pro
 
 # Metrics pooled over the whole split: those a 1e-8 round-off difference cannot move by 1e-4 (a
 # per-criterion Pearson over three responses can).
-POOLED = ("overall_mae", "overall_pearson", "overall_spearman", "all_mae", "all_pearson", "all_spearman",
-          "all_kendall")
+POOLED = (
+    "overall_mae",
+    "overall_pearson",
+    "overall_spearman",
+    "all_mae",
+    "all_pearson",
+    "all_spearman",
+    "all_kendall",
+)
 
 
 def _env() -> dict[str, str]:
@@ -39,7 +46,9 @@ def _run(cmd: list[str], timeout: float) -> str:
     never joins) is killed with all its processes and fails the test."""
     import psutil
 
-    proc = subprocess.Popen(cmd, cwd=REPO, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        cmd, cwd=REPO, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
     try:
         out, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -57,17 +66,34 @@ def _run(cmd: list[str], timeout: float) -> str:
 
 
 def _launch_args(config: str, port: int) -> list[str]:
-    return [sys.executable, "-m", "accelerate.commands.launch", "--config_file", f"configs/accelerate/{config}",
-            "--num_processes", "2", "--mixed_precision", "no", "--main_process_port", str(port)]
+    return [
+        sys.executable,
+        "-m",
+        "accelerate.commands.launch",
+        "--config_file",
+        f"configs/accelerate/{config}",
+        "--num_processes",
+        "2",
+        "--mixed_precision",
+        "no",
+        "--main_process_port",
+        str(port),
+    ]
 
 
 def _train(config: str, port: int, small_demo, out: Path, *extra: str, flags: tuple[str, ...] = ()) -> str:
     cmd = _launch_args(config, port) + ["-m", "judge.cli.train", "--config", "demo", *flags]
-    for o in (f"data.annotations=[{small_demo}]", f"output_dir={out}", "train.per_device_train_batch_size=4",
-              "train.logging_steps=1", "train.warmup_steps=0",
-              # One request per forward batch: the processes' shares of the 9 validation responses
-              # make 5 and 4 batches, which only the validation's schedule keeps in step.
-              "eval.max_batch_tokens=64", *extra):
+    for o in (
+        f"data.annotations=[{small_demo}]",
+        f"output_dir={out}",
+        "train.per_device_train_batch_size=4",
+        "train.logging_steps=1",
+        "train.warmup_steps=0",
+        # One request per forward batch: the processes' shares of the 9 validation responses
+        # make 5 and 4 batches, which only the validation's schedule keeps in step.
+        "eval.batch_tokens=64",
+        *extra,
+    ):
         cmd += ["--set", o]
     log = _run(cmd, timeout=240)
     assert log.count("judge written to") == 1
@@ -89,7 +115,7 @@ def _validation_set(out: Path, rubric):
 def _metrics(model, processor, out: Path, rubric) -> dict:
     from judge.train.validation import validation_metrics
 
-    return validation_metrics(_validation_set(out, rubric).score(model, processor, max_batch_tokens=64))
+    return validation_metrics(_validation_set(out, rubric).score(model, processor, batch_tokens=64))
 
 
 def _assert_same(got: dict, want: dict, keys=POOLED, tol: float = 1e-4) -> None:
@@ -102,7 +128,8 @@ def _assert_reloads_as_trained(out: Path, rubric) -> None:
     from judge.models.card import load_judge
 
     model, processor, card = load_judge(out / "judge")
-    _assert_same(_metrics(model, processor, out, rubric), card["validation"]["final"])
+    assert card.validation is not None and card.validation.final is not None
+    _assert_same(_metrics(model, processor, out, rubric), card.validation.final)
 
 
 def _losses(state_file: Path) -> list[float]:
@@ -128,32 +155,36 @@ def test_schedule_gives_every_process_the_same_calls():
 def test_planned_batches_are_the_scorers_batches(tiny, rubric, small_demo, tmp_path):
     """Distributed validation plans with plan_batches; it must form exactly the batches a single process
     forms, or the scores (and the metrics) would differ from a single-process run."""
-    from judge.models.scoring import ExpectedScorer, plan_batches
+    from judge.models.readout import ExpectedScorer, plan_batches
     from judge.train.config import load_run_config
     from judge.train.trainer import prepare_data
 
     model, processor = tiny
-    config_path, cfg = load_run_config("demo", [f"data.annotations=[{small_demo}]", f"output_dir={tmp_path}"])
-    prepare_data(cfg, config_path, None, lambda s: None)
+    config_path, cfg = load_run_config(
+        "demo", {"data.annotations": [str(small_demo)], "output_dir": str(tmp_path)}
+    )
+    prepare_data(cfg, config_path, None)
     vset = _validation_set(tmp_path, rubric)
     scorer = ExpectedScorer(model, processor, rubric.scale.values)
     for share_prefix in (True, False):
         for budget in (64, 1500, 16384):
-            formed = [[req.key for req, _ in batch] for batch in
-                      scorer.score(vset.requests, share_prefix=share_prefix, max_batch_tokens=budget)]
+            formed = [
+                [req.key for req, _ in batch]
+                for batch in scorer.score(vset.requests, share_prefix=share_prefix, batch_tokens=budget)
+            ]
             shapes = [scorer.encode(r).shape for r in vset.requests]
-            planned = plan_batches(shapes, share_prefix=share_prefix, max_batch_tokens=budget)
+            planned = plan_batches(shapes, share_prefix=share_prefix, batch_tokens=budget)
             assert [[vset.requests[i].key for i in b] for b in planned] == formed
 
 
-_SHARDED_VALIDATION = '''
+_SHARDED_VALIDATION = """
 import json, sys
 import datasets, torch
 from torch.distributed.tensor import DTensor
 from judge.train.trainer import _state
 _state()
 from accelerate import Accelerator
-from judge.data.rubric import load_rubric
+from judge.core.rubric import load_rubric
 from judge.models import build_tiny_scorer
 from judge.train.validation import ValidationSet, run_validation, validation_metrics
 
@@ -170,16 +201,17 @@ model, _ = acc.prepare(model, torch.optim.SGD(model.parameters(), lr=0.0))
 assert acc.distributed_type == "FSDP" and all(isinstance(p, DTensor) for p in model.parameters()), "not sharded"
 out = {}
 for share in (True, False):
-    sharded, _ = run_validation(vset, model, processor, share_prefix=share, max_batch_tokens=64, grad_mode="no_grad")
+    sharded, _ = run_validation(vset, model, processor, share_prefix=share, batch_tokens=64, grad_mode="no_grad")
     if acc.is_main_process:
         reference, _ = build_tiny_scorer(seed=0)
-        single = validation_metrics(vset.score(reference, processor, share_prefix=share, max_batch_tokens=64))
+        single = validation_metrics(vset.score(reference, processor, share_prefix=share, batch_tokens=64))
         out[str(share)] = {"sharded": sharded, "single": single, "n": len(vset)}
 if acc.is_main_process:
     json.dump(out, open(sys.argv[2], "w"))
-'''
+"""
 
 
+@pytest.mark.slow
 def test_sharded_validation_keeps_processes_in_step(small_demo, tmp_path):
     """Validation of an FSDP-sharded model: each forward is a collective. With the requests shared out,
     one process has a batch more, and with text-only responses mixed in, processes would run the vision
@@ -187,8 +219,10 @@ def test_sharded_validation_keeps_processes_in_step(small_demo, tmp_path):
     from judge.train.config import load_run_config
     from judge.train.trainer import prepare_data
 
-    config_path, cfg = load_run_config("demo", [f"data.annotations=[{small_demo}]", f"output_dir={tmp_path}"])
-    data = prepare_data(cfg, config_path, None, lambda s: None)
+    config_path, cfg = load_run_config(
+        "demo", {"data.annotations": [str(small_demo)], "output_dir": str(tmp_path)}
+    )
+    data = prepare_data(cfg, config_path, None)
     script = tmp_path / "sharded_validation.py"
     script.write_text(_SHARDED_VALIDATION)
     result = tmp_path / "metrics.json"
@@ -196,21 +230,34 @@ def test_sharded_validation_keeps_processes_in_step(small_demo, tmp_path):
     for share, r in json.loads(result.read_text()).items():
         assert r["sharded"]["all_n"] == r["n"] == 63 + 21, share  # every score once, the text-only ones too
         # The same batches as one process: the same scores, every metric.
-        _assert_same(r["sharded"], r["single"], keys=[k for k, v in r["single"].items() if v is not None],
-                     tol=1e-6)
+        _assert_same(
+            r["sharded"], r["single"], keys=[k for k, v in r["single"].items() if v is not None], tol=1e-6
+        )
 
 
 # ----------------------------------------------------------------------------- FSDP2
+@pytest.mark.slow
 def test_fsdp_full_finetune_best_checkpoint_save_and_resume(small_demo, tmp_path, rubric):
     out = tmp_path / "fsdp"
-    extra = ("train.finetune=full", "train.max_steps=6", "train.learning_rate=2e-3", "eval.strategy=steps",
-             "eval.steps=2", "eval.best_metric=overall_mae")
+    extra = (
+        "train.finetune=full",
+        "train.max_steps=6",
+        "train.learning_rate=2e-3",
+        "eval.strategy=steps",
+        "eval.steps=2",
+        "eval.best_metric=overall_mae",
+    )
     log = _train("fsdp.yaml", 29521, small_demo, out, *extra)
     assert "world size 2, FSDP2" in log
     card = _card(out)
     # Read off the live model at the end of training: the parameters were FSDP2 shards (DTensors).
-    assert card["training"]["distributed"] == {"type": "fsdp", "processes": 2, "device": "cpu", "fsdp_version": 2,
-                                               "parameters_sharded": True}
+    assert card["training"]["distributed"] == {
+        "type": "fsdp",
+        "processes": 2,
+        "device": "cpu",
+        "fsdp_version": 2,
+        "parameters_sharded": True,
+    }
     evals = {e["step"]: e for e in card["training"]["evaluations"]}
     assert sorted(evals) == [2, 4, 6]
     best = min(evals, key=lambda s: evals[s]["overall_mae"])
@@ -235,19 +282,35 @@ def test_fsdp_full_finetune_best_checkpoint_save_and_resume(small_demo, tmp_path
     _assert_reloads_as_trained(out, rubric)
 
 
+@pytest.mark.slow
 def test_fsdp_lora_from_a_checkpoint_folder(small_demo, tmp_path, rubric):
     """LoRA under FSDP2 on a base read from a folder (as a real checkpoint is), adapter and merged outputs;
     fsdp.yaml's memory-efficient loading hands the main process's weights to the other when it shards."""
-    from judge.models.loading import load_scorer
-    from judge.models.tiny import save_tiny_scorer
+    from judge.models.loading import load_scorer, save_tiny_scorer
 
     base = save_tiny_scorer(tmp_path / "base")
     out = tmp_path / "lora"
-    _train("fsdp.yaml", 29522, small_demo, out, f"model.path={base}", "train.finetune=lora", "train.max_steps=4",
-           "train.learning_rate=1e-3", "eval.strategy=steps", "eval.steps=2", flags=("--merge",))
+    _train(
+        "fsdp.yaml",
+        29522,
+        small_demo,
+        out,
+        f"model.path={base}",
+        "train.finetune=lora",
+        "train.max_steps=4",
+        "train.learning_rate=1e-3",
+        "eval.strategy=steps",
+        "eval.steps=2",
+        flags=("--merge",),
+    )
     card = _card(out)
     assert card["training"]["distributed"]["parameters_sharded"] is True
-    assert sorted(p.name for p in (out / "judge").iterdir()) == ["adapter", "judge_card.json", "merged", "processor"]
+    assert sorted(p.name for p in (out / "judge").iterdir()) == [
+        "adapter",
+        "judge_card.json",
+        "merged",
+        "processor",
+    ]
     _assert_reloads_as_trained(out, rubric)  # merged/
     adapted, processor = load_scorer(str(base), adapter=str(out / "judge" / "adapter"))
     _assert_same(_metrics(adapted, processor, out, rubric), card["validation"]["final"])
@@ -257,22 +320,46 @@ def test_fsdp_lora_from_a_checkpoint_folder(small_demo, tmp_path, rubric):
 
 
 # ----------------------------------------------------------------------------- DeepSpeed
-@pytest.mark.parametrize(("config", "finetune", "port"), [("deepspeed_zero2.yaml", "full", 29524),
-                                                          ("deepspeed_zero3.yaml", "full", 29525),
-                                                          ("deepspeed_zero3.yaml", "lora", 29526)])
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("config", "finetune", "port"),
+    [
+        ("deepspeed_zero2.yaml", "full", 29524),
+        ("deepspeed_zero3.yaml", "full", 29525),
+        ("deepspeed_zero3.yaml", "lora", 29526),
+    ],
+)
 def test_deepspeed(config, finetune, port, small_demo, tmp_path, rubric):
     out = tmp_path / "ds"
     if finetune == "full":
-        extra = ("train.finetune=full", "train.max_steps=6", "train.learning_rate=2e-3", "eval.best_metric=overall_mae")
+        extra = (
+            "train.finetune=full",
+            "train.max_steps=6",
+            "train.learning_rate=2e-3",
+            "eval.best_metric=overall_mae",
+        )
     else:
         extra = ("train.finetune=lora", "train.max_steps=4", "train.learning_rate=1e-3")
     stage = 3 if "zero3" in config else 2
-    log = _train(config, port, small_demo, out, *extra, "eval.strategy=steps", "eval.steps=2",
-                 flags=("--merge",) if finetune == "lora" else ())
+    log = _train(
+        config,
+        port,
+        small_demo,
+        out,
+        *extra,
+        "eval.strategy=steps",
+        "eval.steps=2",
+        flags=("--merge",) if finetune == "lora" else (),
+    )
     assert f"world size 2, DeepSpeed ZeRO-{stage}" in log
     card = _card(out)
-    assert card["training"]["distributed"] == {"type": "deepspeed", "processes": 2, "device": "cpu",
-                                               "zero_stage": stage, "parameters_sharded": stage == 3}
+    assert card["training"]["distributed"] == {
+        "type": "deepspeed",
+        "processes": 2,
+        "device": "cpu",
+        "zero_stage": stage,
+        "parameters_sharded": stage == 3,
+    }
     evals = {e["step"]: e for e in card["training"]["evaluations"]}
     best = int(card["training"]["best_checkpoint"].rsplit("-", 1)[1])
     if finetune == "full":
@@ -288,21 +375,41 @@ def test_deepspeed(config, finetune, port, small_demo, tmp_path, rubric):
 
 # ----------------------------------------------------------------------------- what judge-train refuses
 def test_quantization_under_sharding_fails_before_loading(small_demo, tmp_path, monkeypatch):
-    from judge.data.errors import ConfigError
+    from judge.core.errors import ConfigError
     from judge.train import train_judge
 
     monkeypatch.setenv("ACCELERATE_USE_FSDP", "true")  # as accelerate launch sets it for fsdp.yaml
     with pytest.raises(ConfigError, match="quantization '4bit'.*fsdp.*ddp.yaml"):
-        train_judge("demo", [f"data.annotations=[{small_demo}]", f"output_dir={tmp_path}",
-                                     "quantization=4bit", "train.finetune=lora"])
+        train_judge(
+            "demo",
+            overrides={
+                "data.annotations": [str(small_demo)],
+                "output_dir": str(tmp_path),
+                "quantization": "4bit",
+                "train.finetune": "lora",
+            },
+        )
     assert not (tmp_path / "data").exists()  # refused before any work
 
 
-@pytest.mark.parametrize(("config", "option", "message", "port"), [
-    ("fsdp.yaml", ["--fsdp_state_dict_type", "SHARDED_STATE_DICT"], "fsdp_config.fsdp_state_dict_type", 29527),
-    pytest.param("deepspeed_zero3.yaml", ["--zero3_save_16bit_model", "false"],
-                 "deepspeed_config.zero3_save_16bit_model must be true", 29528),
-])
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("config", "option", "message", "port"),
+    [
+        (
+            "fsdp.yaml",
+            ["--fsdp_state_dict_type", "SHARDED_STATE_DICT"],
+            "fsdp_config.fsdp_state_dict_type",
+            29527,
+        ),
+        pytest.param(
+            "deepspeed_zero3.yaml",
+            ["--zero3_save_16bit_model", "false"],
+            "deepspeed_config.zero3_save_16bit_model must be true",
+            29528,
+        ),
+    ],
+)
 def test_unsupported_sharded_setups_fail_before_training(config, option, message, port, small_demo, tmp_path):
     cmd = _launch_args(config, port) + option + ["-m", "judge.cli.train", "--config", "demo"]
     for o in (f"data.annotations=[{small_demo}]", f"output_dir={tmp_path}", "train.max_steps=2"):
@@ -316,12 +423,14 @@ def test_unsupported_sharded_setups_fail_before_training(config, option, message
 def test_mixed_image_and_text_only_training_data_is_refused_when_it_would_hang():
     import datasets
 
-    from judge.data.errors import ConfigError
+    from judge.core.errors import ConfigError
     from judge.train.trainer import _check_images_everywhere
 
     def split(*n_images: int):
-        return datasets.Dataset.from_dict({"images": [[{"bytes": b"", "path": None}] * n for n in n_images]},
-                                          features=datasets.Features({"images": datasets.List(datasets.Image())}))
+        return datasets.Dataset.from_dict(
+            {"images": [[{"bytes": b"", "path": None}] * n for n in n_images]},
+            features=datasets.Features({"images": datasets.List(datasets.Image())}),
+        )
 
     _check_images_everywhere(split(1, 2, 3), "FSDP")  # every example runs the vision tower
     _check_images_everywhere(split(0, 0), "FSDP")  # none does

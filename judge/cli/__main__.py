@@ -2,6 +2,6 @@
 
 import sys
 
-from .data import data_main
+from judge.cli.data import data_main
 
 sys.exit(data_main())

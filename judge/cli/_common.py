@@ -1,11 +1,25 @@
-"""What every command shares: the argument parser, checked number options, how an expected error is printed."""
+"""What every command shares: the argument parser, options generated from a settings model, checked
+number options, and how an expected error (or warning) names the command's flags.
+
+The library names a setting by its field, in backticks (`no_judge`); a command shows the flag that sets
+it (``--no-judge``). The mapping is read from the command's own parser (:func:`flag_names`), so each
+command translates the settings it has, in the spelling it has.
+"""
 
 from __future__ import annotations
 
 import argparse
+import logging
+import re
 import sys
-from collections.abc import Callable
-from typing import NoReturn
+import types
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any, Literal, NoReturn, TypeVar, Union, get_args, get_origin
+
+from annotated_types import Ge
+from pydantic import BaseModel
+from pydantic.fields import FieldInfo
 
 
 class Parser(argparse.ArgumentParser):
@@ -35,7 +49,164 @@ positive_int = int_at_least(1)
 nonnegative_int = int_at_least(0)
 
 
-def fail(e: Exception) -> int:
-    """Print ``error: ...`` to stderr and return the exit code of a user error (2)."""
-    print(f"error: {e}", file=sys.stderr)
+# ----------------------------------------------------------------------------- options from a settings model
+
+
+def add_settings(
+    parser: argparse.ArgumentParser,
+    model: type[BaseModel],
+    *,
+    positional: Sequence[str] = (),
+    groups: Mapping[str, Sequence[str]] | None = None,
+    choices: Mapping[str, Sequence[str]] | None = None,
+) -> None:
+    """Add one option per field of ``model``, in the order given (``groups``: title -> field names, each
+    group an argparse option group; without groups, every field in the model's order). ``choices``: of
+    a field whose values are known only at run time (the model checks them too).
+
+    A field ``batch_tokens`` is ``--batch-tokens``; its description is the help (with `field` shown as
+    that field's flag), a ``Literal`` gives the choices, an ``int`` with ``ge`` a checked number, a
+    ``bool`` a switch, a ``list`` a repeatable option, a required field a required option. A field's
+    ``json_schema_extra`` may set ``flag`` (another spelling, e.g. ``--no-progress`` for a setting on by
+    default, with ``flag_help`` for the switch; None: not on the command line) and ``metavar``. Parsed
+    values are the model's defaults unless given, so :func:`settings_from` is the whole configuration.
+    """
+    fields = model.model_fields
+    flags = {name: flag for name, info in fields.items() if (flag := _flag(name, info))}
+    on_line = {*positional, *(n for names in (groups or {}).values() for n in names)}
+    missing = [n for n in flags if n not in on_line] if groups is not None else []
+    if missing:
+        raise ValueError(f"{model.__name__}: no option group for {', '.join(missing)}")
+    for name in positional:
+        parser.add_argument(name, nargs="+", help=with_flags(fields[name].description or "", flags))
+    if groups is None:
+        for name in flags:
+            if name not in positional:
+                _add_option(parser, name, fields[name], flags, (choices or {}).get(name))
+        return
+    for title, names in groups.items():
+        group = parser.add_argument_group(title)
+        for name in names:
+            _add_option(group, name, fields[name], flags, (choices or {}).get(name))
+
+
+def _flag(name: str, info: FieldInfo) -> str | None:
+    extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
+    if "flag" in extra:
+        flag = extra["flag"]
+        return str(flag) if flag is not None else None
+    return "--" + name.replace("_", "-")
+
+
+def _add_option(
+    target: argparse.ArgumentParser | argparse._ArgumentGroup,
+    name: str,
+    info: FieldInfo,
+    flags: Mapping[str, str],
+    choices: Sequence[str] | None = None,
+) -> None:
+    extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
+    kwargs: dict[str, Any] = {"dest": name}
+    if "metavar" in extra:
+        kwargs["metavar"] = extra["metavar"]
+    if info.is_required():
+        kwargs["required"] = True
+    else:
+        kwargs["default"] = info.get_default(call_default_factory=True)
+    tp = _without_none(info.annotation)
+    if tp is bool:
+        # A switch; a setting on by default is switched off by its (negated) flag.
+        kwargs["action"] = "store_false" if kwargs.get("default") else "store_true"
+    elif get_origin(tp) is list:
+        kwargs["action"] = "append"
+        tp = get_args(tp)[0]
+    if choices is not None or get_origin(tp) is Literal:
+        kwargs["choices"] = list(choices if choices is not None else get_args(tp))
+    elif tp is int:
+        low = next((m.ge for m in info.metadata if isinstance(m, Ge) and isinstance(m.ge, int)), None)
+        kwargs["type"] = int_at_least(low) if low is not None else int
+    kwargs["help"] = with_flags(str(extra.get("flag_help") or info.description or ""), flags)
+    target.add_argument(flags[name], **kwargs)
+
+
+def _without_none(tp: Any) -> Any:
+    if get_origin(tp) in (Union, types.UnionType):
+        args = [a for a in get_args(tp) if a is not type(None)]
+        if len(args) == 1:
+            return args[0]
+    return tp
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def settings_from(args: argparse.Namespace, model: type[M]) -> M:
+    """The settings the parsed options describe (validated by the model: a cross-field problem is a
+    ConfigError naming fields)."""
+    return model(**{k: v for k, v in vars(args).items() if k in model.model_fields})
+
+
+# ----------------------------------------------------------------------------- messages in the command's words
+
+_FIELD = re.compile(r"`([A-Za-z_][A-Za-z0-9_]*)`")
+
+
+def flag_names(parser: argparse.ArgumentParser) -> dict[str, str]:
+    """Each setting's flag in ``parser`` and its subcommands: ``{"no_judge": "--no-judge", "overrides": "--set"}``.
+
+    Read from the parser's actions (argparse keeps them in ``_actions``), so a command translates
+    exactly the settings it has, whether its options were generated or written by hand.
+    """
+    names: dict[str, str] = {}
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                names = flag_names(sub) | names
+        elif action.option_strings and action.dest != "help":
+            names.setdefault(action.dest, max(action.option_strings, key=len))
+    return names
+
+
+def with_flags(text: str, flags: Mapping[str, str]) -> str:
+    """``text`` with each `field` a command has written as its flag (other backticked names kept)."""
+    return _FIELD.sub(lambda m: flags.get(m.group(1), m.group(0)), text)
+
+
+def fail(
+    e: Exception, parser: argparse.ArgumentParser | None = None, also: Mapping[str, str] | None = None
+) -> int:
+    """Print ``error: ...`` to stderr, settings named by ``parser``'s flags (and ``also``: how the command
+    sets a setting it has no flag for), and return the exit code of a user error (2)."""
+    flags = (flag_names(parser) if parser is not None else {}) | dict(also or {})
+    print(f"error: {with_flags(str(e), flags)}", file=sys.stderr)
     return 2
+
+
+class _FlagsInMessages(logging.Filter):
+    def __init__(self, flags: Mapping[str, str]):
+        super().__init__()
+        self.flags = flags
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.msg, record.args = with_flags(record.getMessage(), self.flags), None
+        return True
+
+
+@contextmanager
+def flags_in_warnings(
+    parser: argparse.ArgumentParser, also: Mapping[str, str] | None = None
+) -> Iterator[None]:
+    """While a command runs, the library's log lines (warnings) name settings by the command's flags too.
+
+    Applies to the handlers of the ``judge`` logger that the command installed
+    (:func:`judge.cli._logging.setup_logging`); a logger's own filters would miss its children's records.
+    """
+    handlers = list(logging.getLogger("judge").handlers)
+    translate = _FlagsInMessages(flag_names(parser) | dict(also or {}))
+    for h in handlers:
+        h.addFilter(translate)
+    try:
+        yield
+    finally:
+        for h in handlers:
+            h.removeFilter(translate)

@@ -1,16 +1,5 @@
-"""The data layer: record schemas, loaders, images, rubrics, annotator aggregation, splits, SFT data.
+"""Human annotations to training data: validation against the rubric, annotator aggregation and
+agreement, question-level splits, and the rubric-conditioned SFT examples ``judge-train`` learns from.
 
-Imports nothing else of ``judge``; heavy libraries (``datasets``) are imported only where used.
+Builds on :mod:`judge.core`; ``datasets`` is imported only where an SFT dataset is written or read.
 """
-
-from .errors import ConfigError, ImageError, JudgeError, RecordError
-from .io import InvalidRecordsError, load_annotations, load_predictions
-from .rubric import OVERALL, Rubric, load_rubric
-from .schema import AnnotationRecord, PredictionRecord, ScoreRecord
-from .template import build_judge_prompt
-
-__all__ = [
-    "OVERALL", "AnnotationRecord", "ConfigError", "ImageError", "InvalidRecordsError", "JudgeError",
-    "PredictionRecord", "RecordError", "Rubric", "ScoreRecord", "build_judge_prompt", "load_annotations",
-    "load_predictions", "load_rubric",
-]

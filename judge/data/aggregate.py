@@ -16,9 +16,16 @@ from typing import Literal
 
 import numpy as np
 
-from .schema import AnnotationRecord
+from judge.core.schema import AnnotationRecord
 
 Aggregation = Literal["mean", "median", "majority"]
+
+
+def round_half_up(values: float | Sequence[float] | np.ndarray) -> np.ndarray:
+    """Round to the nearest integer, halves up (2.5 -> 3, -0.5 -> 0), unlike Python's and numpy's
+    half-to-even: an aggregated score becomes a training target, and a judge's score is compared on the
+    scale, the way people round. A number gives a 0-d array (``int()`` of it is the integer)."""
+    return np.floor(np.asarray(values, dtype=float) + 0.5).astype(int)
 
 
 def aggregate_values(values: Sequence[int], method: Aggregation = "mean") -> float:
@@ -74,8 +81,11 @@ def reliability_matrix(records: Sequence[AnnotationRecord], criterion: str) -> t
     return annotators, mat
 
 
-def krippendorff_alpha(matrix: np.ndarray, level: Literal["interval", "ordinal"] = "interval",
-                       values: Sequence[int] | None = None) -> float:
+def krippendorff_alpha(
+    matrix: np.ndarray,
+    level: Literal["interval", "ordinal"] = "interval",
+    values: Sequence[int] | None = None,
+) -> float:
     """Krippendorff's alpha of an annotators x items matrix (NaN = missing), from the ``krippendorff`` package.
 
     NaN when fewer than two items carry two or more scores, or when every score is the same.
@@ -123,7 +133,9 @@ class Agreement:
         return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in self.__dict__.items()}
 
 
-def agreement(records: Sequence[AnnotationRecord], criterion: str, scale: Sequence[int] | None = None) -> Agreement:
+def agreement(
+    records: Sequence[AnnotationRecord], criterion: str, scale: Sequence[int] | None = None
+) -> Agreement:
     """Agreement among annotators on one criterion over the records that scored it."""
     recs = [r for r in records if any(criterion in s for s in r.scores.values())]
     annotators, mat = reliability_matrix(recs, criterion)

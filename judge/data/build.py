@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import logging
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .config import DataSections
-from .errors import JudgeError
-from .io import load_annotations
-from .rubric import load_rubric
-from .sft import build_examples, compute_stats, count_tokens, data_hash, write_sft
-from .split import SPLITS
+from judge.core.errors import JudgeError
+from judge.core.io import load_annotations
+from judge.core.rubric import load_rubric
+from judge.data.config import DataSections
+from judge.data.sft import build_examples, compute_stats, count_tokens, data_hash, write_sft
+from judge.data.split import SPLITS
+
+logger = logging.getLogger(__name__)
 
 
 def build_sft_dataset(
@@ -22,19 +24,24 @@ def build_sft_dataset(
     *,
     out_dir: str | Path | None = None,
     config_path: str | Path | None = None,
-    log: Callable[[str], None] = print,
     progress: bool = True,
 ) -> Path:
     """Validate annotations, split by question, build and (with a processor) tokenize examples, write them.
 
     Returns the output folder. Raises on any invalid record unless ``data.skip_invalid``,
-    in which case skipped records are counted and listed in ``stats.json``.
+    in which case skipped records are counted and listed in ``stats.json``. The statistics table and
+    where the data went are logged (INFO).
     """
     t0 = time.perf_counter()
     cfg = sections.data
     rubric = load_rubric(sections.rubric)
-    loaded = load_annotations(cfg.annotations, rubric=rubric, root=cfg.image_root, allow_urls=cfg.allow_urls,
-                              skip_invalid=cfg.skip_invalid)
+    loaded = load_annotations(
+        cfg.annotations,
+        rubric=rubric,
+        root=cfg.image_root,
+        allow_urls=cfg.allow_urls,
+        skip_invalid=cfg.skip_invalid,
+    )
     if not loaded.records:
         raise JudgeError(f"no valid annotation records in {', '.join(cfg.annotations)}")
     build = build_examples(loaded.records, rubric, cfg)
@@ -42,7 +49,9 @@ def build_sft_dataset(
     if processor is not None:
         n = sum(len(v) for v in build.examples.values())
         bar = _bar(n, "tokenizing", progress)
-        count_tokens(build, processor, cfg.max_tokens, cfg.tile_fallback, progress=bar.update if bar else None)
+        count_tokens(
+            build, processor, cfg.max_tokens, cfg.tile_fallback, progress=bar.update if bar else None
+        )
         if bar:
             bar.close()
     build.stats = compute_stats(build)
@@ -57,11 +66,12 @@ def build_sft_dataset(
         "counts": {s: len(build.examples[s]) for s in SPLITS},
         "records": {s: len(build.records[s]) for s in SPLITS},
         "skipped_records": len(loaded.errors),
-        "processor": getattr(processor, "name_or_path", None) or (type(processor).__name__ if processor else None),
+        "processor": getattr(processor, "name_or_path", None)
+        or (type(processor).__name__ if processor else None),
     }
     write_sft(build, out, manifest)
-    log(format_stats(build.stats, rubric.hash, manifest["data_hash"]))
-    log(f"\nwrote {out}  (build {t_build:.1f} s, total {time.perf_counter() - t0:.1f} s)")
+    logger.info(format_stats(build.stats, rubric.hash, manifest["data_hash"]))
+    logger.info(f"\nwrote {out}  (build {t_build:.1f} s, total {time.perf_counter() - t0:.1f} s)")
     return out
 
 
@@ -74,21 +84,28 @@ def _bar(total: int, desc: str, enabled: bool):
 
 
 def format_stats(stats: dict[str, Any], rubric_hash: str, data_hash: str) -> str:
-    lines = [f"rubric hash {rubric_hash[:12]}   data hash {data_hash[:12]}", "",
-             f"{'split':<11}{'records':>8}{'questions':>10}{'examples':>9}  {'images/ex (min/mean/max)':<26}"
-             f"{'tokens/ex (min/med/p95/max)':<30}{'tile cuts':>9}"]
+    lines = [
+        f"rubric hash {rubric_hash[:12]}   data hash {data_hash[:12]}",
+        "",
+        f"{'split':<11}{'records':>8}{'questions':>10}{'examples':>9}  {'images/ex (min/mean/max)':<26}"
+        f"{'tokens/ex (min/med/p95/max)':<30}{'tile cuts':>9}",
+    ]
     for split, s in stats["splits"].items():
         im = s["images_per_example"] or {}
         tk = s["tokens_per_example"]
         toks = f"{tk['min']}/{tk['median']:g}/{tk['p95']}/{tk['max']}" if tk else "(not counted)"
         ims = f"{im.get('min', 0)}/{im.get('mean', 0)}/{im.get('max', 0)}"
-        lines.append(f"{split:<11}{s['records']:>8}{s['questions']:>10}{s['examples']:>9}  {ims:<26}{toks:<30}"
-                     f"{s['tile_reductions']:>9}")
+        lines.append(
+            f"{split:<11}{s['records']:>8}{s['questions']:>10}{s['examples']:>9}  {ims:<26}{toks:<30}"
+            f"{s['tile_reductions']:>9}"
+        )
     train = stats["splits"]["train"]
     lines += ["", "train examples per family and criterion:"]
     for fam, crits in train["examples_per_family_criterion"].items():
         lines.append(f"  {fam}: " + ", ".join(f"{c}={n}" for c, n in crits.items()))
-    lines.append("train score histogram: " + "  ".join(f"{k}:{v}" for k, v in train["score_histogram"].items()))
+    lines.append(
+        "train score histogram: " + "  ".join(f"{k}:{v}" for k, v in train["score_histogram"].items())
+    )
     if stats.get("skipped_records"):
         lines.append(f"skipped invalid records: {len(stats['skipped_records'])} (listed in stats.json)")
     return "\n".join(lines)

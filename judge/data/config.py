@@ -8,24 +8,33 @@ image_root, output_dir) are taken from the current working directory.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
-from .errors import ConfigError, invalid
-from .rubric import find_shipped_file
+from judge.core.errors import ConfigError, invalid
+from judge.core.rubric import find_shipped_file
+from judge.core.schema import StrictModel
 
 #: Every top-level section a run config may have (the training sections belong to judge.train).
-RUN_SECTIONS = ("rubric", "data", "model", "lora", "quantization", "train", "eval", "logging", "output_dir", "seed")
+RUN_SECTIONS = (
+    "rubric",
+    "data",
+    "model",
+    "lora",
+    "quantization",
+    "train",
+    "eval",
+    "logging",
+    "output_dir",
+    "seed",
+)
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class SplitConfig(_Strict):
+class SplitConfig(StrictModel):
     train: float = Field(0.7, ge=0)
     validation: float = Field(0.15, ge=0)
     test: float = Field(0.15, ge=0)
@@ -43,15 +52,18 @@ class SplitConfig(_Strict):
         return (self.train, self.validation, self.test)
 
 
-class DataConfig(_Strict):
+class DataConfig(StrictModel):
     annotations: list[str] = Field(min_length=1, description="Annotation files (JSONL or JSON).")
-    image_root: str | None = Field(None, description="Resolve image paths from here instead of each file's folder.")
+    image_root: str | None = Field(
+        None, description="Resolve image paths from here instead of each file's folder."
+    )
     allow_urls: bool = False
     aggregation: Literal["mean", "median", "majority"] = "mean"
     split: SplitConfig = SplitConfig()
     target: Literal["score", "score_rationale", "rationale_score"] = "score"
     criteria: Literal["all", "overall", "criteria"] | list[str] = Field(
-        "all", description="'all' (every criterion and overall), 'overall', 'criteria' (no overall) or a list of ids."
+        "all",
+        description="'all' (every criterion and overall), 'overall', 'criteria' (no overall) or a list of ids.",
     )
     max_images: int | None = Field(None, ge=1, description="Most images per example; more is an error.")
     max_tokens: int | None = Field(None, ge=16, description="Token budget per example (prompt + answer).")
@@ -67,7 +79,7 @@ class DataConfig(_Strict):
         return [v] if isinstance(v, str) else v
 
 
-class DataSections(_Strict):
+class DataSections(StrictModel):
     """What the data layer reads of a run config; other sections are kept raw in ``other``."""
 
     rubric: str = "mmie"
@@ -87,27 +99,46 @@ def find_config(name_or_path: str | Path) -> Path:
     return find_shipped_file(name_or_path, "config")
 
 
-def apply_override(raw: dict, assignment: str) -> None:
-    """Apply ``section.key=value`` (value parsed as YAML) to a raw config mapping."""
-    if "=" not in assignment:
-        raise ConfigError(f"override {assignment!r} must look like section.key=value")
-    dotted, value = assignment.split("=", 1)
-    keys = [k for k in dotted.strip().split(".") if k]
-    if not keys:
-        raise ConfigError(f"override {assignment!r} names no key")
-    node = raw
-    for k in keys[:-1]:
-        nxt = node.setdefault(k, {})
-        if not isinstance(nxt, dict):
-            raise ConfigError(f"override {assignment!r}: {k!r} is not a section")
-        node = nxt
-    try:
-        node[keys[-1]] = yaml.safe_load(value)
-    except yaml.YAMLError as e:
-        raise ConfigError(f"override {assignment!r}: value is not valid YAML: {e}") from None
+def parse_overrides(assignments: Iterable[str]) -> dict[str, Any]:
+    """``section.key=value`` strings (as ``--set`` takes them) -> ``{"section.key": value}``, each value
+    parsed as YAML (``3`` an int, ``[a, b]`` a list, ``true`` a bool)."""
+    out: dict[str, Any] = {}
+    for assignment in assignments:
+        if "=" not in assignment:
+            raise ConfigError(f"override {assignment!r} must look like section.key=value")
+        dotted, value = assignment.split("=", 1)
+        try:
+            out[dotted.strip()] = yaml.safe_load(value)
+        except yaml.YAMLError as e:
+            raise ConfigError(f"override {assignment!r}: value is not valid YAML: {e}") from None
+    return out
 
 
-def read_config(path: str | Path, overrides: list[str] | None = None) -> tuple[Path, dict]:
+def apply_overrides(raw: dict[str, Any], overrides: Mapping[str, Any]) -> None:
+    """Set each dotted key of ``overrides`` (``{"train.learning_rate": 1e-4}``) in a raw config mapping,
+    making the sections on the way; the values are checked later, with the whole config."""
+    for dotted, value in overrides.items():
+        keys = [k for k in dotted.split(".") if k]
+        if not keys:
+            raise ConfigError(f"override key {dotted!r} names no config key")
+        node = raw
+        for i, k in enumerate(keys[:-1]):
+            nxt = node.setdefault(k, {})
+            if not isinstance(nxt, dict):
+                section = ".".join(keys[: i + 1])
+                raise ConfigError(f"override {dotted}: {section} is a value ({nxt!r}), not a section")
+            node = nxt
+        node[keys[-1]] = value
+
+
+def check_sections(raw: Mapping[str, Any], where: str) -> None:
+    """Every top-level key of a run config must be a known section (a misspelt one fails here, by name)."""
+    unknown = sorted(set(raw) - set(RUN_SECTIONS))
+    if unknown:
+        raise ConfigError(f"{where}: unknown section(s) {unknown}; allowed: {', '.join(RUN_SECTIONS)}")
+
+
+def read_config(path: str | Path, overrides: Mapping[str, Any] | None = None) -> tuple[Path, dict[str, Any]]:
     """Read a run config file as a raw mapping with overrides applied, top-level keys checked."""
     path = find_config(path)
     try:
@@ -116,16 +147,16 @@ def read_config(path: str | Path, overrides: list[str] | None = None) -> tuple[P
         raise ConfigError(f"{path}: not valid YAML: {e}") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: a run config must be a YAML mapping")
-    for o in overrides or []:
-        apply_override(raw, o)
-    unknown = sorted(set(raw) - set(RUN_SECTIONS))
-    if unknown:
-        raise ConfigError(f"{path}: unknown section(s) {unknown}; allowed: {', '.join(RUN_SECTIONS)}")
+    apply_overrides(raw, overrides or {})
+    check_sections(raw, str(path))
     return path, raw
 
 
-def load_data_sections(path: str | Path, overrides: list[str] | None = None) -> DataSections:
-    """Validate the ``rubric`` and ``data`` sections of a run config (strictly: unknown keys are errors)."""
+def load_data_sections(path: str | Path, overrides: Mapping[str, Any] | None = None) -> DataSections:
+    """Validate the ``rubric`` and ``data`` sections of a run config (strictly: unknown keys are errors).
+
+    ``overrides``: dotted keys to values, ``{"data.aggregation": "median"}`` (:func:`parse_overrides`
+    makes them from ``--set`` strings)."""
     path, raw = read_config(path, overrides)
     mine = {k: raw[k] for k in ("rubric", "data", "output_dir", "seed") if k in raw}
     if "data" not in mine:

@@ -2,7 +2,7 @@
 
 One example per (response, criterion) and per (response, overall), each with:
 
-* ``prompt``: ``[{"role": "user", "content": [...]}]`` from :func:`judge.data.template.build_judge_prompt`
+* ``prompt``: ``[{"role": "user", "content": [...]}]`` from :func:`judge.core.template.build_judge_prompt`
   (``{"type": "image"}`` placeholders where the images stand);
 * ``completion``: ``[{"role": "assistant", "content": [{"type": "text", "text": target}]}]``;
 * ``images``: the images in placeholder order (paths in JSONL, decoded images in the ``datasets`` copy);
@@ -29,24 +29,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .aggregate import aggregate_record
-from .atomic import write_json
-from .config import DataConfig
-from .errors import JudgeError, RecordError
-from .images import open_image
-from .io import write_jsonl
-from .rubric import OVERALL, Rubric
-from .schema import AnnotationRecord
-from .split import SPLITS, split_records
-from .template import build_judge_prompt, build_target, completion_messages
+from judge.core.atomic import write_json
+from judge.core.errors import JudgeError, RecordError
+from judge.core.images import open_image
+from judge.core.io import write_jsonl
+from judge.core.rubric import OVERALL, Rubric
+from judge.core.schema import AnnotationRecord, ImageSegment
+from judge.core.template import build_judge_prompt, build_target, completion_messages
+from judge.data.aggregate import aggregate_record, round_half_up
+from judge.data.config import DataConfig
+from judge.data.split import SPLITS, split_records
 
 
 class BudgetError(JudgeError, ValueError):
     """An example over the image or token budget that cannot be reduced."""
-
-
-def round_half_up(x: float) -> int:
-    return int(math.floor(x + 0.5))
 
 
 def selected_criteria(family_ids: list[str], spec: str | list[str]) -> list[str]:
@@ -63,8 +59,11 @@ def pick_rationale(rec: AnnotationRecord, criterion: str, target: float) -> str 
     """The rationale of the annotator whose score on this criterion is closest to the aggregate."""
     if not rec.rationale:
         return None
-    cands = [(abs(s[criterion] - target), a) for a, s in rec.scores.items()
-             if criterion in s and rec.rationale.get(a)]
+    cands = [
+        (abs(s[criterion] - target), a)
+        for a, s in rec.scores.items()
+        if criterion in s and rec.rationale.get(a)
+    ]
     return rec.rationale[min(cands)[1]] if cands else None
 
 
@@ -93,39 +92,44 @@ def build_examples(
                 if crit not in agg:
                     continue  # nobody scored it on this record
                 a = agg[crit]
-                score = round_half_up(a.value)
+                score = int(round_half_up(a.value))
                 rationale = pick_rationale(rec, crit, a.value) if cfg.target != "score" else None
                 if cfg.target != "score" and not rationale:
                     loc = rec._source
                     raise RecordError(
                         f"target format {cfg.target!r} needs a rationale, and no annotator gave one",
-                        file=loc.file if loc else None, line=loc.line if loc else None,
-                        field="rationale", record_id=rec.id,
+                        file=loc.file if loc else None,
+                        line=loc.line if loc else None,
+                        field="rationale",
+                        record_id=rec.id,
                     )
-                prompt = build_judge_prompt(rubric, rec.task, crit, rec.question, rec.response, rec.reference,
-                                            cfg.target)
+                prompt = build_judge_prompt(
+                    rubric, rec.task, crit, rec.question, rec.response, rec.reference, cfg.target
+                )
                 if cfg.max_images is not None and len(prompt.images) > cfg.max_images:
                     raise BudgetError(
                         f"record {rec.id!r} ({_where(rec)}) has {len(prompt.images)} images, over "
                         f"data.max_images={cfg.max_images}; raise the limit (images are never dropped)"
                     )
-                examples[split].append({
-                    "id": f"{rec.id}::{crit}",
-                    "record_id": rec.id,
-                    "question_id": rec.question_id,
-                    "task": rec.task,
-                    "criterion": crit,
-                    "model": rec.model,
-                    "prompt": prompt.messages,
-                    "completion": completion_messages(build_target(score, rationale, cfg.target)),
-                    "images": list(prompt.images),
-                    "score": score,
-                    "human_score": a.value,
-                    "spread": a.spread,
-                    "n_annotators": a.n,
-                    "max_patches": None,
-                    "num_tokens": None,
-                })
+                examples[split].append(
+                    {
+                        "id": f"{rec.id}::{crit}",
+                        "record_id": rec.id,
+                        "question_id": rec.question_id,
+                        "task": rec.task,
+                        "criterion": crit,
+                        "model": rec.model,
+                        "prompt": prompt.messages,
+                        "completion": completion_messages(build_target(score, rationale, cfg.target)),
+                        "images": list(prompt.images),
+                        "score": score,
+                        "human_score": a.value,
+                        "spread": a.spread,
+                        "n_annotators": a.n,
+                        "max_patches": None,
+                        "num_tokens": None,
+                    }
+                )
     return SFTBuild(examples=examples, records=splits)
 
 
@@ -179,7 +183,9 @@ def count_tokens(
         cache.clear()
 
 
-def _length(processor, text: str, images: list, image_token_id: int | None, max_patches: int | None) -> tuple[int, int]:
+def _length(
+    processor, text: str, images: list, image_token_id: int | None, max_patches: int | None
+) -> tuple[int, int]:
     kwargs = {"max_patches": max_patches} if max_patches is not None else {}
     out = processor(text=[text], images=images or None, add_special_tokens=False, **kwargs)
     ids = list(out["input_ids"][0])
@@ -203,8 +209,12 @@ def data_hash(records: Sequence[AnnotationRecord]) -> str:
             if p not in image_digests:
                 image_digests[p] = hashlib.sha256(Path(p).read_bytes()).hexdigest()
         # Paths are machine-specific; the image bytes stand in for them.
-        h.update(json.dumps({"record": _strip_paths(dump), "images": [image_digests[p] for p in rec.images]},
-                            sort_keys=True).encode())
+        h.update(
+            json.dumps(
+                {"record": _strip_paths(dump), "images": [image_digests[p] for p in rec.images]},
+                sort_keys=True,
+            ).encode()
+        )
     return h.hexdigest()
 
 
@@ -244,8 +254,13 @@ def _summary(xs: list[int]) -> dict[str, float] | None:
     if not xs:
         return None
     s = sorted(xs)
-    return {"min": s[0], "median": statistics.median(s), "mean": round(statistics.fmean(s), 2),
-            "p95": s[min(len(s) - 1, math.ceil(0.95 * len(s)) - 1)], "max": s[-1]}
+    return {
+        "min": s[0],
+        "median": statistics.median(s),
+        "mean": round(statistics.fmean(s), 2),
+        "p95": s[min(len(s) - 1, math.ceil(0.95 * len(s)) - 1)],
+        "max": s[-1],
+    }
 
 
 #: Where a build keeps the images of its split files: ``<out>/splits/images`` (the split files' own folder is
@@ -266,19 +281,31 @@ def write_sft(build: SFTBuild, out_dir: str | Path, manifest: dict[str, Any]) ->
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    placed = place_images([p for recs in build.records.values() for r in recs for p in r.images],
-                          out_dir / "splits" / SPLIT_IMAGES)
+    placed = place_images(
+        [p for recs in build.records.values() for r in recs for p in r.images],
+        out_dir / "splits" / SPLIT_IMAGES,
+    )
     for split in SPLITS:
-        write_jsonl(out_dir / f"{split}.jsonl", [
-            {**ex, "images": [_rel(placed, p, "splits/") for p in ex["images"]]} for ex in build.examples[split]])
-        write_jsonl(out_dir / "splits" / f"{split}.jsonl", [_with_images(r, placed) for r in build.records[split]])
+        write_jsonl(
+            out_dir / f"{split}.jsonl",
+            [
+                {**ex, "images": [_rel(placed, p, "splits/") for p in ex["images"]]}
+                for ex in build.examples[split]
+            ],
+        )
+        write_jsonl(
+            out_dir / "splits" / f"{split}.jsonl", [_with_images(r, placed) for r in build.records[split]]
+        )
     manifest = {**manifest, "split_images": {"folder": f"splits/{SPLIT_IMAGES}", "files": len(placed)}}
     features = _features()
     # Empty splits are not saved: datasets cannot load an empty split back (load_sft_dataset makes them).
-    dd = datasets.DatasetDict({
-        split: datasets.Dataset.from_list(build.examples[split], features=features)
-        for split in SPLITS if build.examples[split]
-    })
+    dd = datasets.DatasetDict(
+        {
+            split: datasets.Dataset.from_list(build.examples[split], features=features)
+            for split in SPLITS
+            if build.examples[split]
+        }
+    )
     # Written beside, then swapped in, so a crash never leaves a half-written dataset/.
     tmp, final = out_dir / ".dataset.tmp", out_dir / "dataset"
     shutil.rmtree(tmp, ignore_errors=True)
@@ -303,11 +330,14 @@ def load_sft_dataset(out_dir: str | Path):
 
     saved = datasets.load_from_disk(str(Path(out_dir) / "dataset"))
     features = _features()
-    return datasets.DatasetDict({
-        split: saved[split] if split in saved else datasets.Dataset.from_dict({k: [] for k in features},
-                                                                             features=features)
-        for split in SPLITS
-    })
+    return datasets.DatasetDict(
+        {
+            split: saved[split]
+            if split in saved
+            else datasets.Dataset.from_dict({k: [] for k in features}, features=features)
+            for split in SPLITS
+        }
+    )
 
 
 def place_images(paths: Sequence[str], folder: Path) -> dict[str, str]:
@@ -320,7 +350,7 @@ def place_images(paths: Sequence[str], folder: Path) -> dict[str, str]:
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     out = {}
-    base = Path(os.path.commonpath([str(Path(p).parent) for p in local])) if local else None
+    base = Path(os.path.commonpath([str(Path(p).parent) for p in local])) if local else Path()
     for src in local:
         rel = Path(src).relative_to(base)
         dst = tmp / rel
@@ -343,7 +373,7 @@ def _with_images(rec: AnnotationRecord, placed: dict[str, str]) -> AnnotationRec
     rec = rec.model_copy(deep=True)
     for content in (rec.question, rec.response, rec.reference):
         for seg in content or []:
-            if getattr(seg, "type", None) == "image":
+            if isinstance(seg, ImageSegment):
                 seg.image = _rel(placed, seg.image)
     return rec
 
@@ -353,22 +383,22 @@ def _features():
 
     part = {"type": datasets.Value("string"), "text": datasets.Value("string")}
     message = {"role": datasets.Value("string"), "content": datasets.List(part)}
-    return datasets.Features({
-        "id": datasets.Value("string"),
-        "record_id": datasets.Value("string"),
-        "question_id": datasets.Value("string"),
-        "task": datasets.Value("string"),
-        "criterion": datasets.Value("string"),
-        "model": datasets.Value("string"),
-        "prompt": datasets.List(message),
-        "completion": datasets.List(message),
-        "images": datasets.List(datasets.Image()),
-        "score": datasets.Value("int32"),
-        "human_score": datasets.Value("float64"),
-        "spread": datasets.Value("float64"),
-        "n_annotators": datasets.Value("int32"),
-        "max_patches": datasets.Value("int32"),
-        "num_tokens": datasets.Value("int32"),
-    })
-
-
+    return datasets.Features(
+        {
+            "id": datasets.Value("string"),
+            "record_id": datasets.Value("string"),
+            "question_id": datasets.Value("string"),
+            "task": datasets.Value("string"),
+            "criterion": datasets.Value("string"),
+            "model": datasets.Value("string"),
+            "prompt": datasets.List(message),
+            "completion": datasets.List(message),
+            "images": datasets.List(datasets.Image()),
+            "score": datasets.Value("int32"),
+            "human_score": datasets.Value("float64"),
+            "spread": datasets.Value("float64"),
+            "n_annotators": datasets.Value("int32"),
+            "max_patches": datasets.Value("int32"),
+            "num_tokens": datasets.Value("int32"),
+        }
+    )

@@ -12,14 +12,20 @@ import random
 from collections import defaultdict
 from collections.abc import Sequence
 
-from .errors import JudgeError
-from .schema import AnnotationRecord
+from judge.core.errors import JudgeError
+from judge.core.schema import AnnotationRecord
 
 SPLITS = ("train", "validation", "test")
 
 
 class SplitError(JudgeError, ValueError):
     """Records that cannot be split as asked."""
+
+
+def _question_id(r: AnnotationRecord) -> str:
+    """A record's question id: never None once read (the schema fills a missing one from the question)."""
+    assert r.question_id is not None, f"record {r.id!r} was not validated by AnnotationRecord"
+    return r.question_id
 
 
 def _counts(n: int, fractions: Sequence[float]) -> list[int]:
@@ -50,10 +56,11 @@ def split_questions(
         raise SplitError(f"fractions must be three non-negative numbers for {SPLITS}, got {list(fractions)}")
     family_of: dict[str, str] = {}
     for r in records:
-        if family_of.setdefault(r.question_id, r.task) != r.task:
+        q = _question_id(r)
+        if family_of.setdefault(q, r.task) != r.task:
             raise SplitError(
-                f"question {r.question_id!r} has responses under two task families "
-                f"({family_of[r.question_id]}, {r.task}; record {r.id!r}); a question belongs to one family"
+                f"question {q!r} has responses under two task families "
+                f"({family_of[q]}, {r.task}; record {r.id!r}); a question belongs to one family"
             )
     groups: dict[str, set[str]] = defaultdict(set)
     for q, fam in family_of.items():
@@ -66,7 +73,7 @@ def split_questions(
         rng.shuffle(qids)
         start = 0
         for name, count in zip(SPLITS, _counts(len(qids), fractions), strict=True):
-            for q in qids[start:start + count]:
+            for q in qids[start : start + count]:
                 assignment[q] = name
             start += count
     return assignment
@@ -82,5 +89,5 @@ def split_records(
     assignment = split_questions(records, fractions, seed, stratify)
     out: dict[str, list[AnnotationRecord]] = {s: [] for s in SPLITS}
     for r in records:
-        out[assignment[r.question_id]].append(r)
+        out[assignment[_question_id(r)]].append(r)
     return out

@@ -59,7 +59,9 @@ class ClusterBootstrap:
         self.n_boot = int(n_boot)
         q = len(self.labels)
         # q draws with replacement from q clusters = a multinomial count of each cluster.
-        self.counts = rng.multinomial(q, np.full(q, 1.0 / q), size=self.n_boot) if q else np.zeros((n_boot, 0))
+        self.counts = (
+            rng.multinomial(q, np.full(q, 1.0 / q), size=self.n_boot) if q else np.zeros((n_boot, 0))
+        )
 
     @property
     def n_clusters(self) -> int:
@@ -133,11 +135,15 @@ def weighted_spearman(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray
     rx, _ = _ranks_and_ties(x, w)
     ry, _ = _ranks_and_ties(y, w)
     r = weighted_pearson(rx, ry, w)
-    r[_constant_rows(np.broadcast_to(x, w.shape), w) | _constant_rows(np.broadcast_to(y, w.shape), w)] = np.nan
+    r[_constant_rows(np.broadcast_to(x, w.shape), w) | _constant_rows(np.broadcast_to(y, w.shape), w)] = (
+        np.nan
+    )
     return r
 
 
-def weighted_kendall(x: np.ndarray, y: np.ndarray, w: np.ndarray, signs: np.ndarray | None = None) -> np.ndarray:
+def weighted_kendall(
+    x: np.ndarray, y: np.ndarray, w: np.ndarray, signs: np.ndarray | None = None
+) -> np.ndarray:
     """Kendall's tau-b of each row's weighted sample; NaN where undefined.
 
     tau-b = S / sqrt((n0 - n1)(n0 - n2)) with S = sum over pairs i < j of w_i w_j sgn(dx) sgn(dy)
@@ -181,18 +187,19 @@ def _kendall_by_scipy(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray
 _WEIGHTED = {"pearson": weighted_pearson, "spearman": weighted_spearman, "kendall": weighted_kendall}
 
 
-def replicates(x: Sequence[float], y: Sequence[float], w: np.ndarray,
-               stats: Sequence[str] = STATS) -> dict[str, np.ndarray]:
+def replicates(
+    x: Sequence[float], y: Sequence[float], w: np.ndarray, stats: Sequence[str] = STATS
+) -> dict[str, np.ndarray]:
     """Each statistic of ``stats`` for every resample (row of ``w``), computed in blocks of resamples."""
-    x = np.asarray(x, dtype=float)
-    y = np.asarray(y, dtype=float)
+    xa = np.asarray(x, dtype=float)
+    ya = np.asarray(y, dtype=float)
     out = {s: np.empty(w.shape[0]) for s in stats}
-    signs = _sign_matrix(x, y) if "kendall" in stats and x.size <= KENDALL_MATRIX_MAX else None
+    signs = _sign_matrix(xa, ya) if "kendall" in stats and xa.size <= KENDALL_MATRIX_MAX else None
     for start in range(0, w.shape[0], _CHUNK):
-        block = w[start:start + _CHUNK]
+        block = w[start : start + _CHUNK]
         for s in stats:
             extra = {"signs": signs} if s == "kendall" and signs is not None else {}
-            out[s][start:start + _CHUNK] = _WEIGHTED[s](x, y, block, **extra)
+            out[s][start : start + _CHUNK] = _WEIGHTED[s](xa, ya, block, **extra)
     return out
 
 
@@ -223,31 +230,44 @@ def bootstrap_p_value(diffs: np.ndarray) -> float | None:
 def interval_summary(point: float | None, reps: np.ndarray, level: float = 0.95) -> dict:
     """``{"value", "ci", "n_valid"}`` for one statistic: the point estimate and its percentile interval."""
     n_valid = int(np.isfinite(reps).sum())
-    return {"value": point, "ci": percentile_interval(reps, level) if point is not None else None,
-            "n_valid": n_valid}
+    return {
+        "value": point,
+        "ci": percentile_interval(reps, level) if point is not None else None,
+        "n_valid": n_valid,
+    }
 
 
-def bootstrap_correlations(pred: Sequence[float], human: Sequence[float], clusters: Sequence[Hashable],
-                           plan: ClusterBootstrap, point: dict | None = None) -> dict[str, dict]:
+def bootstrap_correlations(
+    pred: Sequence[float],
+    human: Sequence[float],
+    clusters: Sequence[Hashable],
+    plan: ClusterBootstrap,
+    point: dict | None = None,
+) -> dict[str, dict]:
     """Pearson, Spearman and Kendall tau-b with their cluster-bootstrap intervals under ``plan``.
 
     ``point`` may carry the point estimates already computed (from :func:`correlation_summary`).
     """
-    from .stats import correlation_summary
+    from judge.eval.stats import correlation_summary
 
     point = point or correlation_summary(pred, human)
     reps = replicates(pred, human, plan.weights(clusters))
     return {s: interval_summary(point[s], reps[s]) for s in STATS}
 
 
-def paired_bootstrap(pred_a: Sequence[float], pred_b: Sequence[float], human: Sequence[float],
-                     clusters: Sequence[Hashable], plan: ClusterBootstrap) -> dict[str, dict]:
+def paired_bootstrap(
+    pred_a: Sequence[float],
+    pred_b: Sequence[float],
+    human: Sequence[float],
+    clusters: Sequence[Hashable],
+    plan: ClusterBootstrap,
+) -> dict[str, dict]:
     """Difference in correlation with humans, scorer A minus scorer B, on the same items and resamples.
 
     Per statistic: ``a``, ``b``, ``diff`` (point values), ``ci`` of the difference, ``p`` (two-sided),
     ``n_valid`` resamples where both were defined.
     """
-    from .stats import correlation_summary
+    from judge.eval.stats import correlation_summary
 
     w = plan.weights(clusters)
     pa, pb = correlation_summary(pred_a, human), correlation_summary(pred_b, human)
@@ -255,18 +275,31 @@ def paired_bootstrap(pred_a: Sequence[float], pred_b: Sequence[float], human: Se
     out = {}
     for s in STATS:
         d = ra[s] - rb[s]
-        defined = pa[s] is not None and pb[s] is not None
+        a, b = pa[s], pb[s]
+        diff = a - b if a is not None and b is not None else None
         out[s] = {
-            "a": pa[s], "b": pb[s], "diff": (pa[s] - pb[s]) if defined else None,
-            "ci": percentile_interval(d) if defined else None,
-            "p": bootstrap_p_value(d) if defined else None,
+            "a": a,
+            "b": b,
+            "diff": diff,
+            "ci": percentile_interval(d) if diff is not None else None,
+            "p": bootstrap_p_value(d) if diff is not None else None,
             "n_valid": int(np.isfinite(d).sum()),
         }
     return out
 
 
 __all__ = [
-    "ClusterBootstrap", "KENDALL_MATRIX_MAX", "STATS", "bootstrap_correlations", "bootstrap_p_value",
-    "interval_summary", "paired_bootstrap", "percentile_interval", "replicates", "seeded_rng",
-    "weighted_kendall", "weighted_pearson", "weighted_spearman",
+    "ClusterBootstrap",
+    "KENDALL_MATRIX_MAX",
+    "STATS",
+    "bootstrap_correlations",
+    "bootstrap_p_value",
+    "interval_summary",
+    "paired_bootstrap",
+    "percentile_interval",
+    "replicates",
+    "seeded_rng",
+    "weighted_kendall",
+    "weighted_pearson",
+    "weighted_spearman",
 ]

@@ -19,10 +19,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..data.aggregate import krippendorff_alpha
-from .bootstrap import STATS, ClusterBootstrap, interval_summary, replicates
-from .matching import HumanItem
-from .stats import correlation_summary
+from judge.data.aggregate import krippendorff_alpha
+from judge.eval.bootstrap import STATS, ClusterBootstrap, interval_summary, replicates
+from judge.eval.matching import HumanItem
+from judge.eval.stats import correlation_summary
 
 
 def _mean_defined(values: Sequence[float | None]) -> float | None:
@@ -81,17 +81,22 @@ def alpha(items: Sequence[HumanItem], scale: Sequence[int] | None = None) -> dic
             mat[index[a], j] = v
     out = {}
     for level in ("interval", "ordinal"):
-        v = krippendorff_alpha(mat, level, scale) if len(annotators) >= 2 else float("nan")
-        out[f"alpha_{level}"] = None if not np.isfinite(v) else float(v)
+        value = krippendorff_alpha(mat, level, scale) if len(annotators) >= 2 else float("nan")
+        out[f"alpha_{level}"] = None if not np.isfinite(value) else float(value)
     return out
 
 
-def human_ceiling(items: Sequence[HumanItem], plan: ClusterBootstrap | None = None,
-                  scale: Sequence[int] | None = None) -> dict:
+def human_ceiling(
+    items: Sequence[HumanItem], plan: ClusterBootstrap | None = None, scale: Sequence[int] | None = None
+) -> dict:
     """LOAO correlations (with intervals under ``plan``) and Krippendorff's alpha of one slice of human items."""
     n_multi = sum(1 for it in items if len(it.ratings) >= 2)
-    return {"n_items": len(items), "n_items_multi": n_multi, **alpha(items, scale),
-            "loao": leave_one_annotator_out(items, plan)}
+    return {
+        "n_items": len(items),
+        "n_items_multi": n_multi,
+        **alpha(items, scale),
+        "loao": leave_one_annotator_out(items, plan),
+    }
 
 
 __all__ = ["alpha", "human_ceiling", "leave_one_annotator_out"]

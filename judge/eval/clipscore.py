@@ -31,7 +31,7 @@ torchmetrics' ``CLIPScore`` differs in scale and order: it reports ``max(100 * m
 
 **Models.** Any checkpoint ``CLIPModel`` loads, from a folder or a hub id; the image processor is
 the PIL-backed ``CLIPImageProcessorPil`` (no torchvision). ``"tiny"`` (or ``"tiny:seed=N"``) is
-the seeded random tiny CLIP of :mod:`judge.models.tiny_clip`.
+the seeded random tiny CLIP of :mod:`judge.testing.tiny_clip`.
 """
 
 from __future__ import annotations
@@ -39,13 +39,16 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import torch
 
-from ..data.errors import ConfigError, JudgeError
-from ..data.images import open_image
-from ..data.schema import AnnotationRecord, ImageSegment, PredictionRecord, ScoreRecord, TextSegment
+from judge.core.errors import ConfigError, JudgeError
+from judge.core.images import open_image
+from judge.core.schema import AnnotationRecord, ImageSegment, PredictionRecord, ScoreRecord, TextSegment
+
+if TYPE_CHECKING:  # transformers is imported only when a model is loaded
+    from transformers import BaseImageProcessor, CLIPModel, CLIPTextConfig, PreTrainedTokenizerBase
 
 PREFIX = "A photo depicts"
 WEIGHT = 2.5
@@ -61,16 +64,18 @@ _TINY = re.compile(r"^tiny(?::seed=(\d+))?$")
 class ClipEncoder:
     """A CLIP model with its tokenizer and image processor; embeds texts and images, L2-normalised."""
 
-    model: torch.nn.Module
-    tokenizer: object
-    image_processor: object
+    model: CLIPModel
+    tokenizer: PreTrainedTokenizerBase
+    image_processor: BaseImageProcessor
     name: str
     device: str = "cpu"
 
     @property
     def max_length(self) -> int:
         """Tokens the text encoder takes (its position embeddings), the limit texts are truncated to."""
-        n = int(self.model.config.text_config.max_position_embeddings)
+        # CLIPConfig turns a dict (or None) text_config into a CLIPTextConfig; its annotation keeps all three.
+        text_config = cast("CLIPTextConfig", self.model.config.text_config)
+        n = int(text_config.max_position_embeddings)
         tok_max = getattr(self.tokenizer, "model_max_length", None)
         return min(n, int(tok_max)) if isinstance(tok_max, int) and tok_max > 0 else n
 
@@ -79,8 +84,13 @@ class ClipEncoder:
         """Normalised text embeddings of ``texts`` exactly as given (no prefix added here)."""
         out = []
         for i in range(0, len(texts), batch_size):
-            enc = self.tokenizer(list(texts[i:i + batch_size]), padding=True, truncation=True,
-                                 max_length=self.max_length, return_tensors="pt")
+            enc = self.tokenizer(
+                list(texts[i : i + batch_size]),
+                padding=True,
+                truncation=True,
+                max_length=self.max_length,
+                return_tensors="pt",
+            )
             enc = {k: v.to(self.device) for k, v in enc.items() if k in ("input_ids", "attention_mask")}
             out.append(_features(self.model.get_text_features(**enc)).float().cpu())
         return _normalise(torch.cat(out)) if out else torch.empty(0)
@@ -90,7 +100,9 @@ class ClipEncoder:
         """Normalised image embeddings of PIL images."""
         out = []
         for i in range(0, len(images), batch_size):
-            pix = self.image_processor(images=list(images[i:i + batch_size]), return_tensors="pt")["pixel_values"]
+            pix = self.image_processor(images=list(images[i : i + batch_size]), return_tensors="pt")[
+                "pixel_values"
+            ]
             pix = pix.to(self.device, dtype=next(self.model.parameters()).dtype)
             out.append(_features(self.model.get_image_features(pixel_values=pix)).float().cpu())
         return _normalise(torch.cat(out)) if out else torch.empty(0)
@@ -113,13 +125,15 @@ def load_clip(path_or_id: str, device: str = "cpu") -> ClipEncoder:
     """
     m = _TINY.match(path_or_id)
     if m:
-        from ..models.tiny_clip import build_tiny_clip
+        from judge.testing.tiny_clip import build_tiny_clip
 
         model, processor = build_tiny_clip(seed=int(m.group(1) or 0))
-        return ClipEncoder(model.to(device), processor.tokenizer, processor.image_processor, path_or_id, device)
+        return ClipEncoder(
+            model.to(device), processor.tokenizer, processor.image_processor, path_or_id, device
+        )
     from transformers import AutoConfig, AutoTokenizer, CLIPImageProcessorPil, CLIPModel
 
-    from ..models.loading import check_model_source
+    from judge.models.loading import check_model_source
 
     check_model_source(path_or_id)
     try:
@@ -127,12 +141,16 @@ def load_clip(path_or_id: str, device: str = "cpu") -> ClipEncoder:
     except (OSError, ValueError) as e:
         raise ConfigError(f"cannot read the CLIP model config of {path_or_id!r}: {e}") from None
     if config.model_type != "clip":
-        raise ConfigError(f"{path_or_id!r} is a {config.model_type!r} model; CLIPScore needs a CLIP checkpoint "
-                          "(model_type 'clip', e.g. openai/clip-vit-base-patch32), or 'tiny'")
+        raise ConfigError(
+            f"{path_or_id!r} is a {config.model_type!r} model; CLIPScore needs a CLIP checkpoint "
+            "(model_type 'clip', e.g. openai/clip-vit-base-patch32), or 'tiny'"
+        )
     model = CLIPModel.from_pretrained(path_or_id, use_safetensors=True)
     tokenizer = AutoTokenizer.from_pretrained(path_or_id)
     image_processor = CLIPImageProcessorPil.from_pretrained(path_or_id)
-    return ClipEncoder(model.to(device).eval(), tokenizer, image_processor, str(path_or_id), device)
+    # transformers wraps `.to` with functools.wraps, whose stub leaves `self` unbound.
+    model = model.to(device).eval()  # type: ignore[arg-type]
+    return ClipEncoder(model, tokenizer, image_processor, str(path_or_id), device)
 
 
 # ----------------------------------------------------------------------------- pairs
@@ -266,48 +284,110 @@ def clipscore_records(
             pl.reason = f"image cannot be used: {bad[broken[0]]}"
             pl.pairs = []
     good_paths = [p for p in paths if p in images]
-    img_emb = dict(zip(good_paths, enc.embed_images([images[p] for p in good_paths], batch_size), strict=True))
+    img_emb = dict(
+        zip(good_paths, enc.embed_images([images[p] for p in good_paths], batch_size), strict=True)
+    )
     for im in images.values():
         im.close()
-    texts = list(dict.fromkeys(t for pl in plans for t in [*(p.text for p in pl.pairs),
-                                                           *(pl.refs if pl.pairs else [])]))
+    texts = list(
+        dict.fromkeys(
+            t for pl in plans for t in [*(p.text for p in pl.pairs), *(pl.refs if pl.pairs else [])]
+        )
+    )
     txt_emb = dict(zip(texts, enc.embed_texts([with_prefix(t) for t in texts], batch_size), strict=True))
 
-    producer = {"clip_model": enc.name, "pairing": pairing, "prefix": PREFIX, "weight": WEIGHT,
-                "aggregation": "mean over image-text pairs", "max_text_tokens": enc.max_length}
+    producer = {
+        "clip_model": enc.name,
+        "pairing": pairing,
+        "prefix": PREFIX,
+        "weight": WEIGHT,
+        "aggregation": "mean over image-text pairs",
+        "max_text_tokens": enc.max_length,
+    }
     out: list[ScoreRecord] = []
     for pl in plans:
         rec = pl.rec
-        base = dict(id=rec.id, benchmark=getattr(rec, "benchmark", None) or rec.meta.get("benchmark") or "annotations",
-                    task=rec.task, model=rec.model, criterion=None)
+        base = dict(
+            id=rec.id,
+            benchmark=getattr(rec, "benchmark", None) or rec.meta.get("benchmark") or "annotations",
+            task=rec.task,
+            model=rec.model,
+            criterion=None,
+        )
         if not pl.pairs:
-            out.append(ScoreRecord(**base, metric="clipscore", score=None, status="unscorable", reason=pl.reason,
-                                   producer={"metric": "clipscore", **producer}))
+            out.append(
+                ScoreRecord(
+                    **base,
+                    metric="clipscore",
+                    score=None,
+                    status="unscorable",
+                    reason=pl.reason,
+                    producer={"metric": "clipscore", **producer},
+                )
+            )
             if pl.refs:
-                out.append(ScoreRecord(**base, metric="refclipscore", score=None, status="unscorable",
-                                       reason=pl.reason, producer={"metric": "refclipscore", **producer}))
+                out.append(
+                    ScoreRecord(
+                        **base,
+                        metric="refclipscore",
+                        score=None,
+                        status="unscorable",
+                        reason=pl.reason,
+                        producer={"metric": "refclipscore", **producer},
+                    )
+                )
             continue
         details = []
         for p in pl.pairs:
             cos = float(img_emb[p.image] @ txt_emb[p.text])
-            d = {"image": p.image, "image_segment": p.image_segment, "text_segments": list(p.text_segments),
-                 "text": p.text if len(p.text) <= 300 else p.text[:297] + "...", "cosine": cos, "score": clip_s(cos)}
+            d: dict[str, Any] = {
+                "image": p.image,
+                "image_segment": p.image_segment,
+                "text_segments": list(p.text_segments),
+                "text": p.text if len(p.text) <= 300 else p.text[:297] + "...",
+                "cosine": cos,
+                "score": clip_s(cos),
+            }
             if pl.refs:
                 d["ref_cosines"] = [float(txt_emb[p.text] @ txt_emb[r]) for r in pl.refs]
                 d["refclipscore"] = ref_clip_s(cos, d["ref_cosines"])
             details.append(d)
         score = sum(d["score"] for d in details) / len(details)
-        out.append(ScoreRecord(**base, metric="clipscore", score=score, producer={"metric": "clipscore", **producer},
-                               details={"n_pairs": len(details), "pairs": details}))
+        out.append(
+            ScoreRecord(
+                **base,
+                metric="clipscore",
+                score=score,
+                producer={"metric": "clipscore", **producer},
+                details={"n_pairs": len(details), "pairs": details},
+            )
+        )
         if pl.refs:
             ref_score = sum(d["refclipscore"] for d in details) / len(details)
-            out.append(ScoreRecord(**base, metric="refclipscore", score=ref_score,
-                                   producer={"metric": "refclipscore", **producer},
-                                   details={"n_pairs": len(details), "references": pl.refs, "pairs": details}))
+            out.append(
+                ScoreRecord(
+                    **base,
+                    metric="refclipscore",
+                    score=ref_score,
+                    producer={"metric": "refclipscore", **producer},
+                    details={"n_pairs": len(details), "references": pl.refs, "pairs": details},
+                )
+            )
     return out
 
 
 __all__ = [
-    "PAIRINGS", "PREFIX", "WEIGHT", "ClipEncoder", "Pair", "clip_s", "clipscore_records", "harmonic_mean",
-    "image_text_pairs", "load_clip", "ref_clip_s", "reference_texts", "with_prefix",
+    "PAIRINGS",
+    "PREFIX",
+    "WEIGHT",
+    "ClipEncoder",
+    "Pair",
+    "clip_s",
+    "clipscore_records",
+    "harmonic_mean",
+    "image_text_pairs",
+    "load_clip",
+    "ref_clip_s",
+    "reference_texts",
+    "with_prefix",
 ]

@@ -33,11 +33,11 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from ..data.aggregate import aggregate_record
-from ..data.errors import JudgeError, Location, RecordError
-from ..data.io import iter_json_records, pydantic_errors
-from ..data.rubric import OVERALL, Rubric
-from ..data.schema import AnnotationRecord, ScoreRecord
+from judge.core.errors import JudgeError, Location, RecordError
+from judge.core.io import iter_json_records, pydantic_errors
+from judge.core.rubric import OVERALL, Rubric
+from judge.core.schema import AnnotationRecord, ScoreRecord
+from judge.data.aggregate import aggregate_record
 
 #: How many example ids a warning shows.
 N_EXAMPLES = 5
@@ -53,8 +53,10 @@ class ScoreFileError(JudgeError, ValueError):
         super().__init__(f"{len(errors)} bad score record(s) in {path}:\n{shown}{more}\n{hint}")
 
 
-_SHAPE_HINT = ("A score file holds one ScoreRecord per line (judge-score output): id, benchmark, task, metric, "
-               "criterion, score (or null with status and reason); see judge/data/schema.py.")
+_SHAPE_HINT = (
+    "A score file holds one ScoreRecord per line (judge-score output): id, benchmark, task, metric, "
+    "criterion, score (or null with status and reason); see judge/core/schema.py."
+)
 
 
 @dataclass(frozen=True)
@@ -74,7 +76,9 @@ class HumanItem:
         return (self.id, self.criterion)
 
 
-def human_items(records: Iterable[AnnotationRecord], criteria: Sequence[str] | None = None) -> list[HumanItem]:
+def human_items(
+    records: Iterable[AnnotationRecord], criteria: Sequence[str] | None = None
+) -> list[HumanItem]:
     """Every (record, criterion) the annotators scored, in file order; ``criteria`` keeps only those."""
     keep = set(criteria) if criteria else None
     out = []
@@ -115,14 +119,23 @@ def load_score_file(path: str | Path, name: str) -> ScoreFile:
             errors.append(obj)
             continue
         if not isinstance(obj, dict):
-            errors.append(RecordError(f"expected a JSON object (a score record), got {type(obj).__name__}",
-                                      file=path, line=line))
+            errors.append(
+                RecordError(
+                    f"expected a JSON object (a score record), got {type(obj).__name__}", file=path, line=line
+                )
+            )
             continue
         rid = obj.get("id") if isinstance(obj.get("id"), str) else None
         if "scores" in obj and "response" in obj:
-            errors.append(RecordError("this is an annotation record, not a score record; pass annotation files "
-                                      "with --human and score files (judge-score output) with --scores",
-                                      file=path, line=line, record_id=rid))
+            errors.append(
+                RecordError(
+                    "this is an annotation record, not a score record; pass annotation files "
+                    "with `human` and score files (judge-score output) with `scores`",
+                    file=path,
+                    line=line,
+                    record_id=rid,
+                )
+            )
             continue
         try:
             rec = ScoreRecord.model_validate(obj)
@@ -131,16 +144,25 @@ def load_score_file(path: str | Path, name: str) -> ScoreFile:
             continue
         key = (metric_of(rec), rec.id, rec.criterion)
         if key in seen:
-            errors.append(RecordError(
-                f"second score for metric {key[0]!r}, criterion {rec.criterion!r} (first at line {seen[key]}); "
-                "one record per (id, criterion) and metric", file=path, line=line, field="id", record_id=rec.id))
+            errors.append(
+                RecordError(
+                    f"second score for metric {key[0]!r}, criterion {rec.criterion!r} (first at line {seen[key]}); "
+                    "one record per (id, criterion) and metric",
+                    file=path,
+                    line=line,
+                    field="id",
+                    record_id=rec.id,
+                )
+            )
             continue
         seen[key] = line
         records.append((line, rec))
     if errors:
         raise ScoreFileError(errors, path, _SHAPE_HINT)
     if not records:
-        raise JudgeError(f"{path}: no score records; is it the right file? (expected JSON Lines of judge-score output)")
+        raise JudgeError(
+            f"{path}: no score records; is it the right file? (expected JSON Lines of judge-score output)"
+        )
     return ScoreFile(name, str(path), records)
 
 
@@ -159,8 +181,14 @@ def split_by_metric(sf: ScoreFile) -> list[ScoreFile]:
         return [sf]
     # The file's own metric (a judge's file: "judge") first, then the others in file order.
     metrics.sort(key=lambda m: (m not in (sf.name, "judge"),))
-    return [ScoreFile(sf.name if m == sf.name else f"{sf.name}:{m}", sf.path,
-                      [(ln, r) for ln, r in sf.records if metric_of(r) == m]) for m in metrics]
+    return [
+        ScoreFile(
+            sf.name if m == sf.name else f"{sf.name}:{m}",
+            sf.path,
+            [(ln, r) for ln, r in sf.records if metric_of(r) == m],
+        )
+        for m in metrics
+    ]
 
 
 # ----------------------------------------------------------------------------- matching
@@ -217,16 +245,28 @@ def _check_scale(sf: ScoreFile, rubric: Rubric) -> None:
     n_values = hi - lo + 1
     errors = []
     for line, r in sf.records:
-        loc = dict(file=sf.path, line=line, record_id=r.id)
         if r.score is not None and not lo - 1e-6 <= r.score <= hi + 1e-6:
-            errors.append(RecordError(
-                f"score {r.score:g} is outside the rubric scale {lo}..{hi}; was it produced with another rubric? "
-                f"Pass the rubric it was made with (--rubric), or leave out --on-scale for a metric on its own scale",
-                field="score", **loc))
+            errors.append(
+                RecordError(
+                    f"score {r.score:g} is outside the rubric scale {lo}..{hi}; was it produced with another rubric? "
+                    f"Pass the rubric it was made with (`rubric`), or leave out `on_scale` for a metric on its own scale",
+                    field="score",
+                    file=sf.path,
+                    line=line,
+                    record_id=r.id,
+                )
+            )
         if r.distribution is not None and len(r.distribution) != n_values:
-            errors.append(RecordError(
-                f"distribution has {len(r.distribution)} values, the rubric scale {lo}..{hi} has {n_values}; "
-                "was it produced with another rubric? (--rubric)", field="distribution", **loc))
+            errors.append(
+                RecordError(
+                    f"distribution has {len(r.distribution)} values, the rubric scale {lo}..{hi} has {n_values}; "
+                    "was it produced with another rubric? (`rubric`)",
+                    field="distribution",
+                    file=sf.path,
+                    line=line,
+                    record_id=r.id,
+                )
+            )
     if errors:
         raise ScoreFileError(errors, sf.path, "Scores of a judge must lie on the rubric's scale.")
 
@@ -239,8 +279,14 @@ def _rubric_hashes(rec: ScoreRecord) -> set[str]:
     return out
 
 
-def match_scorer(sf: ScoreFile, items: Sequence[HumanItem], rubric: Rubric, *,
-                 criteria: Sequence[str] | None = None, force_on_scale: bool = False) -> Scorer:
+def match_scorer(
+    sf: ScoreFile,
+    items: Sequence[HumanItem],
+    rubric: Rubric,
+    *,
+    criteria: Sequence[str] | None = None,
+    force_on_scale: bool = False,
+) -> Scorer:
     """Match one scorer's records onto the human items by (id, criterion) and count everything."""
     metric = metric_of(sf.records[0][1])
     on_scale, why = _decide_scale(sf, metric, rubric, force_on_scale)
@@ -268,8 +314,14 @@ def match_scorer(sf: ScoreFile, items: Sequence[HumanItem], rubric: Rubric, *,
             continue
         if (r.id, crit) in seen:
             # criterion null and criterion "overall" for one id: the same human item twice.
-            raise RecordError(f"a second score for the human item ({r.id!r}, {crit!r}) (criterion null means "
-                              "'overall'); keep one", file=sf.path, line=line, field="criterion", record_id=r.id)
+            raise RecordError(
+                f"a second score for the human item ({r.id!r}, {crit!r}) (criterion null means "
+                "'overall'); keep one",
+                file=sf.path,
+                line=line,
+                field="criterion",
+                record_id=r.id,
+            )
         seen[(r.id, crit)] = m = Match(item, r.score, r)
         sc.matches.append(m)
 
@@ -307,29 +359,50 @@ def match_scorer(sf: ScoreFile, items: Sequence[HumanItem], rubric: Rubric, *,
         sc.warnings.append(
             f"{len(unknown_ids)} record(s) of {sf.path} have ids that are in no human file (e.g. "
             f"{', '.join(repr(i) for i in cov['unknown_id_examples'])}); they are not compared. Check that "
-            "--human and --scores refer to the same items (the same split).")
+            "--human and --scores refer to the same items (the same split)."
+        )
     if unknown_crit:
         sc.warnings.append(
             f"{len(unknown_crit)} record(s) of {sf.path} score a criterion the humans did not score for that item "
-            f"(e.g. {', '.join(cov['unknown_criterion_examples'])}); they are not compared. Check the rubric.")
+            f"(e.g. {', '.join(cov['unknown_criterion_examples'])}); they are not compared. Check the rubric."
+        )
     if missing:
         sc.warnings.append(
             f"{len(missing)} of {len(expected)} human item(s) have no record in {sf.path} (e.g. "
-            f"{', '.join(cov['missing_examples'])}); coverage is counted over all of them.")
+            f"{', '.join(cov['missing_examples'])}); coverage is counted over all of them."
+        )
     if null:
-        sc.warnings.append(f"{len(null)} item(s) unscorable for {sf.name} (most common: {reasons.most_common(1)[0][0]})")
+        sc.warnings.append(
+            f"{len(null)} item(s) unscorable for {sf.name} (most common: {reasons.most_common(1)[0][0]})"
+        )
     if not sc.matches:
-        sc.warnings.append(f"no record of {sf.path} matches a human item: nothing to compare for {sf.name}. "
-                           "Check that the ids (and criteria) match the human file.")
+        sc.warnings.append(
+            f"no record of {sf.path} matches a human item: nothing to compare for {sf.name}. "
+            "Check that the ids (and criteria) match the human file."
+        )
     elif n_scored < 2:
-        sc.warnings.append(f"{sf.name} scored only {n_scored} item(s): correlations are undefined; "
-                           "score more items (at least 30 for a meaningful interval)")
+        sc.warnings.append(
+            f"{sf.name} scored only {n_scored} item(s): correlations are undefined; "
+            "score more items (at least 30 for a meaningful interval)"
+        )
     hashes = set().union(*(_rubric_hashes(r) for _, r in sf.records))
     if hashes and hashes != {rubric.hash}:
-        sc.warnings.append(f"{sf.name} was produced with rubric hash {sorted(hashes)[0][:12]}, the report uses "
-                           f"{rubric.name!r} ({rubric.hash[:12]}); pass the matching --rubric")
+        sc.warnings.append(
+            f"{sf.name} was produced with rubric hash {sorted(hashes)[0][:12]}, the report uses "
+            f"{rubric.name!r} ({rubric.hash[:12]}); pass the matching --rubric"
+        )
     return sc
 
 
-__all__ = ["HumanItem", "Match", "ScoreFile", "ScoreFileError", "Scorer", "human_items", "load_score_file",
-           "match_scorer", "metric_of", "split_by_metric"]
+__all__ = [
+    "HumanItem",
+    "Match",
+    "ScoreFile",
+    "ScoreFileError",
+    "Scorer",
+    "human_items",
+    "load_score_file",
+    "match_scorer",
+    "metric_of",
+    "split_by_metric",
+]

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..data.atomic import atomic_write
-from .stats import rounded_on_scale
+from judge.core.atomic import atomic_write
+from judge.eval.stats import rounded_on_scale
 
 DPI = 110
 FAMILY_MARKERS = ["o", "s", "^", "D", "v", "P", "X"]
@@ -66,8 +66,13 @@ class ScatterPanel:
     pearson: float | None
 
 
-def scatter_plot(path: str | Path, panels: Sequence[ScatterPanel], scale: tuple[int, int], slice_label: str,
-                 colours: dict[str, tuple]) -> Path:
+def scatter_plot(
+    path: str | Path,
+    panels: Sequence[ScatterPanel],
+    scale: tuple[int, int],
+    slice_label: str,
+    colours: dict[str, tuple],
+) -> Path:
     """Scorer (x) against human (y), one panel per scorer; diagonal for rubric-scale scorers, and the fit."""
     plt = _plt()
     rows, cols = _grid(len(panels))
@@ -84,16 +89,29 @@ def scatter_plot(path: str | Path, panels: Sequence[ScatterPanel], scale: tuple[
         for g in groups:
             sel = np.asarray([gg == g for gg in p.groups], dtype=bool)
             if sel.any():
-                ax.scatter(x[sel], y[sel] + jitter[sel], s=22, alpha=0.6, marker=markers[g], color=colours[p.name],
-                           edgecolors="none", label=g)
+                ax.scatter(
+                    x[sel],
+                    y[sel] + jitter[sel],
+                    s=22,
+                    alpha=0.6,
+                    marker=markers[g],
+                    color=colours[p.name],
+                    edgecolors="none",
+                    label=g,
+                )
         if p.on_scale:
             ax.plot([lo, hi], [lo, hi], color="0.5", linestyle="--", linewidth=1, label="y = x")
             ax.set_xlim(lo - 0.3, hi + 0.3)
         if x.size >= 2 and np.ptp(x) > 0:
             slope, intercept = np.polyfit(x, y, 1)
             xs = np.linspace(x.min(), x.max(), 2)
-            ax.plot(xs, slope * xs + intercept, color="black", linewidth=1.5,
-                    label=f"fit: y = {slope:.2f}x {'+' if intercept >= 0 else '-'} {abs(intercept):.2f}")
+            ax.plot(
+                xs,
+                slope * xs + intercept,
+                color="black",
+                linewidth=1.5,
+                label=f"fit: y = {slope:.2f}x {'+' if intercept >= 0 else '-'} {abs(intercept):.2f}",
+            )
         ax.set_ylim(lo - 0.3, hi + 0.3)
         r = "undefined" if p.pearson is None else f"{p.pearson:.2f}"
         ax.set_title(f"{p.name}  (n = {x.size}, Pearson r = {r})", fontsize=10)
@@ -101,15 +119,21 @@ def scatter_plot(path: str | Path, panels: Sequence[ScatterPanel], scale: tuple[
         ax.set_ylabel("human score (mean of annotators)")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, loc="best", framealpha=0.8)
-    for ax in list(axes.flat)[len(panels):]:
+    for ax in list(axes.flat)[len(panels) :]:
         ax.axis("off")
     fig.suptitle(f"Scorers against human scores ({slice_label})", fontsize=12)
     fig.tight_layout()
     return _save(fig, path)
 
 
-def criteria_plot(path: str | Path, labels: Sequence[str], series: dict[str, Sequence[dict | None]],
-                  ceiling: Sequence[dict | None], stat: str, colours: dict[str, tuple]) -> Path:
+def criteria_plot(
+    path: str | Path,
+    labels: Sequence[str],
+    series: dict[str, Sequence[dict | None]],
+    ceiling: Sequence[dict | None],
+    stat: str,
+    colours: dict[str, tuple],
+) -> Path:
     """Horizontal bars: one group per criterion (top to bottom), one bar per scorer that scores it
     (``{"value", "ci"}`` or ``None``) with its 95% interval, and the human ceiling (leave one
     annotator out) as a black diamond with its interval."""
@@ -119,7 +143,9 @@ def criteria_plot(path: str | Path, labels: Sequence[str], series: dict[str, Seq
     y = 0.0
     centres = []
     for i, _ in enumerate(labels):
-        present = [(n, v[i]) for n, v in series.items() if v[i] is not None and v[i].get("value") is not None]
+        present = [
+            (n, d) for n, v in series.items() if (d := v[i]) is not None and d.get("value") is not None
+        ]
         entries = [("scorer", n, v) for n, v in present] + [("ceiling", "humans", ceiling[i])]
         top = y
         for kind, name, v in entries:
@@ -136,11 +162,28 @@ def criteria_plot(path: str | Path, labels: Sequence[str], series: dict[str, Seq
         # A percentile interval need not contain the point estimate (skewed, tied data): clip the whiskers.
         err = [[max(v["value"] - ci[0], 0.0)], [max(ci[1] - v["value"], 0.0)]] if ci else None
         if kind == "scorer":
-            ax.barh(yy, v["value"], height=slot * 0.9, color=colours[name], xerr=err, capsize=2,
-                    error_kw={"elinewidth": 0.9, "ecolor": "0.2"}, label=None if name in labelled else name)
+            ax.barh(
+                yy,
+                v["value"],
+                height=slot * 0.9,
+                color=colours[name],
+                xerr=err,
+                capsize=2,
+                error_kw={"elinewidth": 0.9, "ecolor": "0.2"},
+                label=None if name in labelled else name,
+            )
         else:
-            ax.errorbar(v["value"], yy, xerr=err, fmt="D", color="black", markersize=4.5, capsize=2,
-                        elinewidth=0.9, label=None if name in labelled else "humans (leave one annotator out)")
+            ax.errorbar(
+                v["value"],
+                yy,
+                xerr=err,
+                fmt="D",
+                color="black",
+                markersize=4.5,
+                capsize=2,
+                elinewidth=0.9,
+                label=None if name in labelled else "humans (leave one annotator out)",
+            )
         labelled.add(name)
     ax.set_yticks(centres)
     ax.set_yticklabels(labels, fontsize=8.5)
@@ -155,8 +198,12 @@ def criteria_plot(path: str | Path, labels: Sequence[str], series: dict[str, Seq
     return _save(fig, path)
 
 
-def confusion_plot(path: str | Path, panels: Sequence[tuple[str, Sequence[float], Sequence[float]]],
-                   scale: tuple[int, int], slice_label: str) -> Path:
+def confusion_plot(
+    path: str | Path,
+    panels: Sequence[tuple[str, Sequence[float], Sequence[float]]],
+    scale: tuple[int, int],
+    slice_label: str,
+) -> Path:
     """Rounded human score (rows) against rounded scorer score (columns); counts, shaded by row share."""
     plt = _plt()
     lo, hi = scale
@@ -173,8 +220,15 @@ def confusion_plot(path: str | Path, panels: Sequence[tuple[str, Sequence[float]
         for i in range(k):
             for j in range(k):
                 if mat[i, j]:
-                    ax.text(j, i, str(mat[i, j]), ha="center", va="center", fontsize=8,
-                            color="white" if share[i, j] > 0.6 else "black")
+                    ax.text(
+                        j,
+                        i,
+                        str(mat[i, j]),
+                        ha="center",
+                        va="center",
+                        fontsize=8,
+                        color="white" if share[i, j] > 0.6 else "black",
+                    )
         ticks = list(range(k))
         ax.set_xticks(ticks)
         ax.set_yticks(ticks)
@@ -184,21 +238,29 @@ def confusion_plot(path: str | Path, panels: Sequence[tuple[str, Sequence[float]
         ax.set_ylabel("human score, rounded")
         agree = np.trace(mat) / max(mat.sum(), 1)
         ax.set_title(f"{name}  (n = {mat.sum()}, exact agreement {agree:.0%})", fontsize=10)
-    for ax in list(axes.flat)[len(panels):]:
+    for ax in list(axes.flat)[len(panels) :]:
         ax.axis("off")
-    fig.suptitle(f"Confusion matrix of rounded scores ({slice_label}); shade = share of the human row",
-                 fontsize=11)
+    fig.suptitle(
+        f"Confusion matrix of rounded scores ({slice_label}); shade = share of the human row", fontsize=11
+    )
     fig.tight_layout()
     return _save(fig, path)
 
 
-def calibration_plot(path: str | Path, series: dict[str, tuple[Sequence[float], Sequence[float]]],
-                     scale: tuple[int, int], slice_label: str, colours: dict[str, tuple]) -> Path:
+def calibration_plot(
+    path: str | Path,
+    series: dict[str, tuple[Sequence[float], Sequence[float]]],
+    scale: tuple[int, int],
+    slice_label: str,
+    colours: dict[str, tuple],
+) -> Path:
     """Mean human score in one-point bins of the scorer's score (centred on the scale values), with
     95% normal intervals of the mean; marker area grows with the bin's count. On the diagonal = calibrated."""
     plt = _plt()
     lo, hi = scale
-    fig, (ax, axn) = plt.subplots(2, 1, figsize=(6.4, 6.6), sharex=True, gridspec_kw={"height_ratios": [3, 1]})
+    fig, (ax, axn) = plt.subplots(
+        2, 1, figsize=(6.4, 6.6), sharex=True, gridspec_kw={"height_ratios": [3, 1]}
+    )
     ax.plot([lo, hi], [lo, hi], color="0.5", linestyle="--", linewidth=1, label="perfect calibration")
     centres = np.arange(lo, hi + 1)
     n_series = max(len(series), 1)
@@ -224,8 +286,9 @@ def calibration_plot(path: str | Path, series: dict[str, tuple[Sequence[float], 
     ax.set_xlim(lo - 0.5, hi + 0.5)
     ax.set_ylim(lo - 0.3, hi + 0.3)
     ax.set_ylabel("mean human score in the bin")
-    ax.set_title(f"Calibration ({slice_label}):\nmean human score in one-point bins of the scorer's score",
-                 fontsize=10)
+    ax.set_title(
+        f"Calibration ({slice_label}):\nmean human score in one-point bins of the scorer's score", fontsize=10
+    )
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="upper left")
     axn.set_xlabel("scorer's score (x: mean score in the bin)")
@@ -236,4 +299,11 @@ def calibration_plot(path: str | Path, series: dict[str, tuple[Sequence[float], 
     return _save(fig, path)
 
 
-__all__ = ["ScatterPanel", "calibration_plot", "confusion_plot", "criteria_plot", "scatter_plot", "scorer_colours"]
+__all__ = [
+    "ScatterPanel",
+    "calibration_plot",
+    "confusion_plot",
+    "criteria_plot",
+    "scatter_plot",
+    "scorer_colours",
+]

@@ -24,6 +24,8 @@ from collections.abc import Hashable, Sequence
 
 import numpy as np
 
+from judge.data.aggregate import round_half_up
+
 #: Two human means closer than this are a tie (means of integers can differ by float noise only).
 TIE_EPS = 1e-9
 
@@ -44,8 +46,14 @@ def correlation_summary(pred: Sequence[float], human: Sequence[float]) -> dict[s
     h = np.asarray(human, dtype=float)
     if p.shape != h.shape:
         raise ValueError(f"pred and human differ in length: {p.shape[0]} vs {h.shape[0]}")
-    out: dict[str, float | int | None] = {"n": int(p.size), "pearson": None, "spearman": None, "kendall": None,
-                                          "mae": None, "mse": None}
+    out: dict[str, float | int | None] = {
+        "n": int(p.size),
+        "pearson": None,
+        "spearman": None,
+        "kendall": None,
+        "mae": None,
+        "mse": None,
+    }
     if p.size == 0:
         return out
     out["mae"] = float(np.mean(np.abs(p - h)))
@@ -56,11 +64,6 @@ def correlation_summary(pred: Sequence[float], human: Sequence[float]) -> dict[s
     out["spearman"] = _finite(stats.spearmanr(p, h).statistic)
     out["kendall"] = _finite(stats.kendalltau(p, h, variant="b").statistic)
     return out
-
-
-def round_half_up(values: Sequence[float] | np.ndarray) -> np.ndarray:
-    """Round to the nearest integer, halves up (2.5 -> 3), unlike numpy's half-to-even."""
-    return np.floor(np.asarray(values, dtype=float) + 0.5).astype(int)
 
 
 def rounded_on_scale(values: Sequence[float] | np.ndarray, scale: tuple[int, int]) -> np.ndarray:
@@ -103,8 +106,9 @@ def error_summary(pred: Sequence[float], human: Sequence[float]) -> dict[str, fl
     return {"mae": float(mean_absolute_error(human, pred)), "mse": float(mean_squared_error(human, pred))}
 
 
-def pairwise_ranking_accuracy(pred: Sequence[float], human: Sequence[float],
-                              groups: Sequence[Hashable]) -> dict[str, float | int | None]:
+def pairwise_ranking_accuracy(
+    pred: Sequence[float], human: Sequence[float], groups: Sequence[Hashable]
+) -> dict[str, float | int | None]:
     """How often the scorer orders two responses to the same question as humans do.
 
     Pairs are formed within each group (a question, or a question and criterion); pairs that
@@ -133,12 +137,21 @@ def pairwise_ranking_accuracy(pred: Sequence[float], human: Sequence[float],
         n_pairs += int(use.sum())
         n_scorer_ties += int(scorer_tie.sum())
         agree += float(same.sum()) + 0.5 * float(scorer_tie.sum())
-    return {"accuracy": agree / n_pairs if n_pairs else None, "n_pairs": n_pairs,
-            "n_scorer_ties": n_scorer_ties, "n_human_ties": n_human_ties}
+    return {
+        "accuracy": agree / n_pairs if n_pairs else None,
+        "n_pairs": n_pairs,
+        "n_scorer_ties": n_scorer_ties,
+        "n_human_ties": n_human_ties,
+    }
 
 
-def point_metrics(pred: Sequence[float], human: Sequence[float], groups: Sequence[Hashable], *,
-                  scale: tuple[int, int] | None) -> dict:
+def point_metrics(
+    pred: Sequence[float],
+    human: Sequence[float],
+    groups: Sequence[Hashable],
+    *,
+    scale: tuple[int, int] | None,
+) -> dict:
     """Every point statistic of one slice.
 
     ``scale`` is the rubric scale ``(min, max)`` when the scorer's values are on it; ``None``
@@ -146,8 +159,16 @@ def point_metrics(pred: Sequence[float], human: Sequence[float], groups: Sequenc
     between numbers on different scales means nothing.
     """
     corr = correlation_summary(pred, human)
-    out = {"n": corr["n"], "pearson": corr["pearson"], "spearman": corr["spearman"], "kendall": corr["kendall"],
-           "mae": None, "mse": None, "qwk": None, "within1": None}
+    out: dict[str, object] = {
+        "n": corr["n"],
+        "pearson": corr["pearson"],
+        "spearman": corr["spearman"],
+        "kendall": corr["kendall"],
+        "mae": None,
+        "mse": None,
+        "qwk": None,
+        "within1": None,
+    }
     if scale is not None:
         out.update(error_summary(pred, human))
         out["qwk"] = quadratic_kappa(pred, human, scale)
@@ -157,6 +178,11 @@ def point_metrics(pred: Sequence[float], human: Sequence[float], groups: Sequenc
 
 
 __all__ = [
-    "correlation_summary", "error_summary", "pairwise_ranking_accuracy", "point_metrics", "quadratic_kappa",
-    "round_half_up", "rounded_on_scale", "within_one",
+    "correlation_summary",
+    "error_summary",
+    "pairwise_ranking_accuracy",
+    "point_metrics",
+    "quadratic_kappa",
+    "rounded_on_scale",
+    "within_one",
 ]

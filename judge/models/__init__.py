@@ -1,21 +1,32 @@
 """Scorer models: loading (base, adapter, merged), the torchvision-free processor, the tiny model, score tokens.
 
 Names are imported lazily: importing transformers' InternVL classes takes seconds, and a
-submodule such as ``judge.models.tiny_clip`` should not pay for them.
+submodule such as ``judge.testing.tiny_clip`` should not pay for them.
 """
 
 from importlib import import_module
 
+#: Tokens per forward pass, padding included: the one default budget of every scoring path (judge-score's
+#: ``batch_tokens``, the validation during training, the read-out's batching).
+BATCH_TOKENS = 16384
+
 _EXPORTS = {
-    "load_processor": "loading", "load_scorer": "loading",
+    "load_processor": "loading",
+    "load_scorer": "loading",
     "InternVLImageTextProcessor": "processor",
-    "ScoreTokenError": "score_tokens", "score_token_ids": "score_tokens",
-    "TinySpec": "tiny", "build_tiny_scorer": "tiny", "save_tiny_scorer": "tiny",
-    "ExpectedScorer": "scoring", "ScoreRequest": "scoring", "CriterionScore": "scoring",
-    "load_judge": "card", "read_card": "card",
+    "ScoreTokenError": "score_tokens",
+    "score_token_ids": "score_tokens",
+    "build_tiny_processor": "loading",
+    "build_tiny_scorer": "loading",
+    "save_tiny_scorer": "loading",
+    "ExpectedScorer": "readout",
+    "ScoreRequest": "readout",
+    "CriterionScore": "readout",
+    "load_judge": "card",
+    "read_card": "card",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = ["BATCH_TOKENS", *sorted(_EXPORTS)]
 
 
 def __getattr__(name: str):

@@ -19,14 +19,102 @@ import json
 import platform
 import subprocess
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from ..data.errors import ConfigError
-from ..data.io import hash_file
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from judge.core.atomic import write_json
+from judge.core.errors import ConfigError, invalid
+from judge.core.io import hash_file
+from judge.core.template import TargetFormat
 
 CARD_NAME = "judge_card.json"
 #: ``quantization`` argument of :func:`load_judge` meaning "as the card says" (how the judge was trained).
 FROM_CARD = "card"
+
+#: Validation metrics by name (``overall_spearman``, ``all_mae``, ``SA/overall_n``, ...); None: undefined.
+#: ``int`` is listed so that counts (``*_n``) stay whole numbers (a ``float`` value would write 9 as 9.0).
+Metrics = dict[str, int | float | None]
+
+
+class _CardPart(BaseModel):
+    # Keys this version does not know (an older or newer judge-train wrote them) are kept, not refused.
+    model_config = ConfigDict(extra="allow")
+
+
+class CardRubric(_CardPart):
+    """The rubric the judge was trained on; its hash is what scoring checks the rubric against."""
+
+    name: str
+    version: str | None = None
+    hash: str = Field(min_length=1)
+
+
+class CardData(_CardPart):
+    """The SFT dataset the judge was trained on (from its ``manifest.json``)."""
+
+    hash: str
+    examples: dict[str, int]  #: examples per split
+    records: dict[str, int]  #: annotation records per split
+    annotation_files: list[str]
+    dataset: str  #: the dataset folder
+
+
+class Distribution(_CardPart):
+    """How the training run was distributed, read off the live model."""
+
+    type: Literal["none", "ddp", "fsdp", "deepspeed"]
+    processes: int
+    device: str
+    fsdp_version: int | None = None  #: FSDP runs only
+    zero_stage: int | None = None  #: DeepSpeed runs only
+    parameters_sharded: bool
+
+
+class CardTraining(_CardPart):
+    steps: int
+    epochs: float | None
+    seconds: float
+    best_metric: str
+    best_value: float | None
+    best_checkpoint: str | None
+    distributed: Distribution
+    #: one entry per evaluation: ``step``, ``seconds`` and the validation metrics
+    evaluations: list[Metrics]
+
+
+class CardValidation(_CardPart):
+    """Validation metrics before training (None: not scored) and of the judge written."""
+
+    untrained: Metrics | None
+    final: Metrics | None
+
+
+class JudgeCard(_CardPart):
+    """``judge_card.json``: what a judge is and how it was made.
+
+    Scoring needs ``base_model``, ``rubric`` (its hash), ``target_format`` and ``quantization``; the
+    rest records the training run (``judge-train`` writes every field). Fields a card leaves out stay
+    out when it is written again (:func:`write_card` writes the fields that were set).
+    """
+
+    judge_card_version: int = 1
+    base_model: str  #: hub id, folder or ``tiny:seed=N`` the adapter (or the full training) started from
+    finetune: Literal["lora", "full"] | None = None
+    quantization: Literal["none", "4bit", "8bit"] | None = None
+    rubric: CardRubric
+    scale: list[int] | None = None
+    target_format: TargetFormat = "score"
+    data: CardData | None = None
+    config_file: str | None = None  #: the run config file (None: a RunConfig given in Python)
+    config: dict[str, Any] | None = None  #: the whole resolved run config
+    seed: int | None = None
+    git_commit: str | None = None
+    libraries: dict[str, str] | None = None
+    training: CardTraining | None = None
+    validation: CardValidation | None = None
+    created: str | None = None
+    outputs: list[str] | None = None  #: the folders and files of the judge folder
 
 
 def library_versions() -> dict[str, str]:
@@ -44,43 +132,68 @@ def library_versions() -> dict[str, str]:
 def git_commit(cwd: str | Path | None = None) -> str | None:
     """The checkout's commit, with ``-dirty`` when tracked files differ from it; None outside git."""
     try:
-        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=10)
+        head = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=10
+        )
         if head.returncode != 0:
             return None
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=cwd,
-                               capture_output=True, text=True, timeout=10)
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
         return head.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
     except (OSError, subprocess.SubprocessError):
         return None
 
 
-def read_card(judge_dir: str | Path) -> dict[str, Any]:
+def read_card(judge_dir: str | Path) -> JudgeCard:
+    """The card of a judge folder; a missing, unreadable or invalid card is a ConfigError naming the file
+    and the field."""
     path = Path(judge_dir) / CARD_NAME
     if not path.is_file():
-        raise ConfigError(f"{judge_dir!s} is not a judge folder: it has no {CARD_NAME} (judge-train writes one; "
-                          "for a plain model folder pass --rubric)")
+        raise ConfigError(
+            f"{judge_dir!s} is not a judge folder: it has no {CARD_NAME} (judge-train writes one; "
+            "for a plain model folder pass `rubric`)"
+        )
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        raw = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as e:
         raise ConfigError(f"{path}: not valid JSON ({e})") from None
+    try:
+        return JudgeCard.model_validate(raw)
+    except ValidationError as e:
+        raise invalid(f"{path}: invalid judge card", e) from None
 
 
-def card_quantization(card: dict[str, Any]) -> str | None:
+def write_card(judge_dir: str | Path, card: JudgeCard) -> None:
+    """Write ``judge_card.json`` into ``judge_dir`` (atomically): the fields that were set, in field order."""
+    write_json(Path(judge_dir) / CARD_NAME, card.model_dump(mode="json", exclude_unset=True))
+
+
+def card_quantization(card: JudgeCard) -> str | None:
     """The quantization the judge was trained (and validated) with: None, ``"4bit"`` or ``"8bit"``."""
-    q = card.get("quantization")
-    return None if q in (None, "none") else str(q)
+    return None if card.quantization in (None, "none") else card.quantization
 
 
-def load_judge(judge_dir: str | Path, *, device: str = "cpu", dtype: str = "auto",
-               quantization: str | None = FROM_CARD, trust_remote_code: bool = False):
-    """Return ``(model, processor, card)`` of a judge folder written by ``judge-train``.
+def load_judge(
+    judge_dir: str | Path,
+    *,
+    device: str = "cpu",
+    dtype: str = "auto",
+    quantization: str | None = FROM_CARD,
+    trust_remote_code: bool = False,
+):
+    """Return ``(model, processor, card)`` of a judge folder written by ``judge-train`` (card: a :class:`JudgeCard`).
 
     ``quantization``: ``"card"`` (default) loads the base as the judge was trained, so a QLoRA
     judge is scored on its 4-bit base, as its card's validation numbers were; None, ``"4bit"``
     or ``"8bit"`` override it. A quantized judge loads ``adapter/`` on the quantized base even
     when ``merged/`` exists (merged weights are full precision, not what was validated).
     """
-    from .loading import load_processor, load_scorer
+    from judge.models.loading import load_processor, load_scorer
 
     judge_dir = Path(judge_dir)
     card = read_card(judge_dir)
@@ -88,11 +201,22 @@ def load_judge(judge_dir: str | Path, *, device: str = "cpu", dtype: str = "auto
         quantization = card_quantization(card)
     merged, adapter = judge_dir / "merged", judge_dir / "adapter"
     if merged.is_dir() and not (quantization is not None and adapter.is_dir()):
-        model, processor = load_scorer(str(merged), dtype=dtype, device=device, quantization=quantization,
-                                       trust_remote_code=trust_remote_code)
+        model, processor = load_scorer(
+            str(merged),
+            dtype=dtype,
+            device=device,
+            quantization=quantization,
+            trust_remote_code=trust_remote_code,
+        )
     elif adapter.is_dir():
-        model, processor = load_scorer(card["base_model"], adapter=str(adapter), dtype=dtype, device=device,
-                                       quantization=quantization, trust_remote_code=trust_remote_code)
+        model, processor = load_scorer(
+            card.base_model,
+            adapter=str(adapter),
+            dtype=dtype,
+            device=device,
+            quantization=quantization,
+            trust_remote_code=trust_remote_code,
+        )
     else:
         raise ConfigError(f"judge folder {str(judge_dir)!r} has neither merged/ nor adapter/")
     if (judge_dir / "processor").is_dir():
@@ -118,14 +242,14 @@ def judge_fingerprint(source: str | Path) -> str:
     h = hashlib.sha256()
     p = Path(source)
     if (p / CARD_NAME).is_file():
-        files = [p / CARD_NAME] + [f for sub in ("adapter", "merged") if (p / sub).is_dir()
-                                    for f in _model_files(p / sub)]
+        files = [p / CARD_NAME] + [
+            f for sub in ("adapter", "merged") if (p / sub).is_dir() for f in _model_files(p / sub)
+        ]
         _hash_files(h, p, files)
     elif p.is_dir():
         _hash_files(h, p, _model_files(p))
     elif str(source).startswith("tiny"):
-        from .loading import tiny_seed
-        from .tiny import build_tiny_scorer
+        from judge.models.loading import build_tiny_scorer, tiny_seed
 
         model, processor = build_tiny_scorer(seed=tiny_seed(str(source)))
         h.update(f"tiny:{tiny_seed(str(source))}\0".encode())

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from ..data.errors import ConfigError
+from judge.core.errors import ConfigError
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
@@ -41,12 +41,20 @@ def check_device(device: str) -> None:
     kind, index = m.group(1), m.group(2)
     if kind == "cuda":
         if not torch.cuda.is_available():
-            why = "this torch was built without CUDA" if torch.version.cuda is None else "no CUDA GPU is visible"
-            raise ConfigError(f"device {device!r} was asked for, but {why} (torch {torch.__version__}); "
-                              "use cpu, or auto to take a GPU when there is one")
+            why = (
+                "this torch was built without CUDA"
+                if torch.version.cuda is None
+                else "no CUDA GPU is visible"
+            )
+            raise ConfigError(
+                f"device {device!r} was asked for, but {why} (torch {torch.__version__}); "
+                "use cpu, or auto to take a GPU when there is one"
+            )
         if index is not None and int(index) >= torch.cuda.device_count():
-            raise ConfigError(f"device {device!r}: this machine has {torch.cuda.device_count()} CUDA GPU(s), "
-                              f"numbered from 0")
+            raise ConfigError(
+                f"device {device!r}: this machine has {torch.cuda.device_count()} CUDA GPU(s), "
+                f"numbered from 0"
+            )
     if kind == "mps" and not torch.backends.mps.is_available():
         raise ConfigError(f"device {device!r} was asked for, but MPS is not available on this machine")
 
@@ -72,11 +80,15 @@ def check_model_source(path_or_id: str, hint: str = "") -> None:
         if not (p / "config.json").is_file():
             raise ConfigError(f"model folder {str(p)!r} has no config.json; is it a saved model?")
         if not any(p.glob("*.safetensors")):
-            raise ConfigError(f"model folder {str(p)!r} has no .safetensors weights (judge loads weights from "
-                              "safetensors only; re-save with save_pretrained(..., safe_serialization=True))")
+            raise ConfigError(
+                f"model folder {str(p)!r} has no .safetensors weights (judge loads weights from "
+                "safetensors only; re-save with save_pretrained(..., safe_serialization=True))"
+            )
         return
     if not _HUB_ID.match(path_or_id) or path_or_id.startswith((".", "/", "~")):
-        raise ConfigError(f"model folder {path_or_id!r} does not exist (and it is not a hub id like 'org/name')")
+        raise ConfigError(
+            f"model folder {path_or_id!r} does not exist (and it is not a hub id like 'org/name')"
+        )
     _check_hub_model(path_or_id, hint)
 
 
@@ -91,28 +103,68 @@ def _check_hub_model(repo_id: str, hint: str) -> None:
         return
     tail = f"; {hint}" if hint else ""
     if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
-        raise ConfigError(f"model {repo_id!r} is not in the local Hugging Face cache and HF_HUB_OFFLINE is set: "
-                          f"download it where the hub is reachable (huggingface-cli download {repo_id}), or set "
-                          f"the model to a local folder{tail}")
+        raise ConfigError(
+            f"model {repo_id!r} is not in the local Hugging Face cache and HF_HUB_OFFLINE is set: "
+            f"download it where the hub is reachable (huggingface-cli download {repo_id}), or set "
+            f"the model to a local folder{tail}"
+        )
     try:
         HfApi().model_info(repo_id, timeout=10)
     except Exception as e:  # noqa: BLE001 - any failure means the same to the user: the model is not to be had
-        raise ConfigError(f"model {repo_id!r} is not in the local Hugging Face cache and the hub cannot provide "
-                          f"it ({type(e).__name__}: {str(e).splitlines()[0][:160]}); download it where the hub is "
-                          f"reachable (huggingface-cli download {repo_id}), or set the model to a local folder"
-                          f"{tail}") from None
+        raise ConfigError(
+            f"model {repo_id!r} is not in the local Hugging Face cache and the hub cannot provide "
+            f"it ({type(e).__name__}: {str(e).splitlines()[0][:160]}); download it where the hub is "
+            f"reachable (huggingface-cli download {repo_id}), or set the model to a local folder"
+            f"{tail}"
+        ) from None
+
+
+def build_tiny_processor(spec=None, rubric="mmie"):
+    """The tiny model's processor: its tokenizer and tiling image processor (:mod:`judge.testing.tiny`)."""
+    from judge.models.processor import InternVLImageTextProcessor
+    from judge.testing.tiny import (
+        CHAT_TEMPLATE,
+        TinySpec,
+        build_tiny_image_processor,
+        build_tiny_tokenizer,
+        tokens_per_tile,
+    )
+
+    spec = spec or TinySpec()
+    return InternVLImageTextProcessor(
+        image_processor=build_tiny_image_processor(spec),
+        tokenizer=build_tiny_tokenizer(spec, rubric),
+        image_seq_length=tokens_per_tile(spec),
+        chat_template=CHAT_TEMPLATE,
+    )
+
+
+def build_tiny_scorer(seed: int = 0, spec=None, rubric="mmie"):
+    """Return ``(model, processor)``: the randomly initialised, seeded tiny InternVL judge on the CPU."""
+    from judge.testing.tiny import TinySpec, build_tiny_model
+
+    spec = spec or TinySpec()
+    processor = build_tiny_processor(spec, rubric)
+    return build_tiny_model(processor.tokenizer, seed, spec), processor
+
+
+def save_tiny_scorer(out_dir: str | Path, seed: int = 0) -> Path:
+    """Build the tiny scorer and save model and processor with ``save_pretrained`` (a model folder)."""
+    out_dir = Path(out_dir)
+    model, processor = build_tiny_scorer(seed)
+    model.save_pretrained(out_dir)
+    processor.save_pretrained(out_dir)
+    return out_dir
 
 
 def load_processor(path_or_id: str, trust_remote_code: bool = False):
     """The processor of a checkpoint; InternVL checkpoints get the torchvision-free one."""
     from transformers import AutoConfig, AutoProcessor
 
-    from .processor import InternVLImageTextProcessor
+    from judge.models.processor import InternVLImageTextProcessor
 
     m = _TINY.match(path_or_id)
     if m:
-        from .tiny import build_tiny_processor
-
         return build_tiny_processor()
     folder = Path(path_or_id)
     if folder.is_dir() and not (folder / "config.json").is_file():
@@ -149,21 +201,20 @@ def load_scorer(
             raise ConfigError(f"adapter folder {adapter!r} has no adapter_config.json")
         if not (Path(adapter) / "adapter_model.safetensors").is_file():
             # PEFT would fall back to a pickled adapter_model.bin; weights load from safetensors only.
-            raise ConfigError(f"adapter folder {adapter!r} has no adapter_model.safetensors (judge loads weights "
-                              "from safetensors only; re-save the adapter with safe_serialization=True)")
+            raise ConfigError(
+                f"adapter folder {adapter!r} has no adapter_model.safetensors (judge loads weights "
+                "from safetensors only; re-save the adapter with safe_serialization=True)"
+            )
     torch_dtype = resolve_dtype(dtype, device)
     m = _TINY.match(path_or_id)
     if m and quantization is not None:
         # bitsandbytes quantizes while loading: go through a saved copy of the tiny model.
-        from .tiny import save_tiny_scorer
-
         with tempfile.TemporaryDirectory(prefix="judge-tiny-") as tmp:
             save_tiny_scorer(tmp, seed=tiny_seed(path_or_id))
-            return load_scorer(tmp, adapter, dtype, device, quantization, trust_remote_code, attn_implementation,
-                               device_map)
+            return load_scorer(
+                tmp, adapter, dtype, device, quantization, trust_remote_code, attn_implementation, device_map
+            )
     if m:
-        from .tiny import build_tiny_scorer
-
         model, processor = build_tiny_scorer(seed=tiny_seed(path_or_id))
         model = model.to(dtype=torch_dtype)
     else:
@@ -196,8 +247,13 @@ def quantization_config(kind: str, compute_dtype: torch.dtype):
     # precision and stay trainable (lora.train_vision / train_projector), and the head stays exact.
     skip = [r".*vision_tower", r".*multi_modal_projector", "lm_head"]  # patterns match from the name's start
     if kind == "4bit":
-        return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
-                                  bnb_4bit_compute_dtype=compute_dtype, llm_int8_skip_modules=skip)
+        return BitsAndBytesConfig(
+            load_in_4bit=True,
+            bnb_4bit_quant_type="nf4",
+            bnb_4bit_use_double_quant=True,
+            bnb_4bit_compute_dtype=compute_dtype,
+            llm_int8_skip_modules=skip,
+        )
     if kind == "8bit":
         return BitsAndBytesConfig(load_in_8bit=True, llm_int8_skip_modules=skip)
     raise ConfigError(f"quantization {kind!r} is not one of none, 4bit, 8bit")

@@ -21,8 +21,9 @@ from transformers.processing_utils import ProcessorMixin
 class InternVLImageTextProcessor(InternVLProcessor):
     """``InternVLProcessor`` without the video processor (no torchvision needed)."""
 
-    def __init__(self, image_processor=None, tokenizer=None, image_seq_length: int = 256, chat_template=None,
-                 **kwargs):
+    def __init__(
+        self, image_processor=None, tokenizer=None, image_seq_length: int = 256, chat_template=None, **kwargs
+    ):
         # Skip InternVLProcessor.__init__, which requires a video processor; set what it sets.
         ProcessorMixin.__init__(self, image_processor, tokenizer, chat_template=chat_template, **kwargs)
         self.image_seq_length = image_seq_length

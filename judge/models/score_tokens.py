@@ -4,15 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..data.errors import JudgeError
-from ..data.template import SCORE_CUE
+from judge.core.errors import JudgeError
+from judge.core.template import SCORE_CUE
 
 
 class ScoreTokenError(JudgeError, ValueError):
     """A scale value is not exactly one token of the tokenizer (in some context the judge uses)."""
 
 
-def score_token_ids(tokenizer, values: Sequence[int], contexts: Sequence[str] = ("\n", SCORE_CUE)) -> list[int]:
+def score_token_ids(
+    tokenizer, values: Sequence[int], contexts: Sequence[str] = ("\n", SCORE_CUE)
+) -> list[int]:
     """Token id of each scale value, lowest first.
 
     Each value must encode to exactly one token on its own, and appending it to each

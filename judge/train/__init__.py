@@ -1,6 +1,6 @@
 """Training a judge: the run config, the collator, validation against humans, the trainer wrapper."""
 
-from .config import RunConfig, load_run_config
-from .trainer import TrainResult, train_judge
+from judge.train.config import RunConfig, load_run_config
+from judge.train.trainer import TrainResult, train_judge
 
 __all__ = ["RunConfig", "TrainResult", "load_run_config", "train_judge"]

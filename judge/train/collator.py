@@ -3,7 +3,7 @@
 TRL's vision collator tokenises with the processor's defaults, ignores the SFT
 builder's per-example ``max_patches`` and truncates long sequences from the right
 (which can cut image tokens). This one encodes prompts with
-:func:`judge.models.scoring.encode_prompts`, the function the scorer uses, so the
+:func:`judge.models.readout.encode_prompts`, the function the scorer uses, so the
 tokens the judge is trained on are the tokens it is scored on; an example longer than
 ``max_length`` is an error naming it.
 """
@@ -14,9 +14,9 @@ from typing import Any
 
 import torch
 
-from ..data.errors import JudgeError
-from ..models.scoring import encode_prompts, render_prompt
-from .loss import IGNORE_INDEX, right_align
+from judge.core.errors import JudgeError
+from judge.models.readout import encode_prompts, render_prompt
+from judge.train.loss import IGNORE_INDEX, right_align
 
 
 class LengthError(JudgeError, ValueError):
@@ -45,19 +45,23 @@ class JudgeCollator:
         full = self.processor.apply_chat_template(prompt + completion, tokenize=False)
         head = render_prompt(self.processor, prompt)
         if not full.startswith(head):
-            raise JudgeError("the chat template renders the prompt differently with and without the answer; "
-                             "the score position would be ambiguous")
-        return self.tokenizer(full[len(head):], add_special_tokens=False)["input_ids"]
+            raise JudgeError(
+                "the chat template renders the prompt differently with and without the answer; "
+                "the score position would be ambiguous"
+            )
+        return self.tokenizer(full[len(head) :], add_special_tokens=False)["input_ids"]
 
     def encode(self, ex: dict[str, Any]) -> tuple[list[int], list[int], torch.Tensor | None]:
-        (prompt_ids,), pixel_values = encode_prompts(self.processor, [ex["prompt"]], ex.get("images") or [],
-                                                     ex.get("max_patches"), key=ex.get("id"))
+        (prompt_ids,), pixel_values = encode_prompts(
+            self.processor, [ex["prompt"]], ex.get("images") or [], ex.get("max_patches"), key=ex.get("id")
+        )
         completion = self.completion_ids(ex["prompt"], ex["completion"])
         n = len(prompt_ids) + len(completion)
         if self.max_length is not None and n > self.max_length:
             raise LengthError(
                 f"example {ex.get('id', '?')} is {n} tokens (images expanded), over the maximum {self.max_length} "
-                "(train.max_length, else data.max_tokens); raise it: image tokens are never truncated")
+                "(train.max_length, else data.max_tokens); raise it: image tokens are never truncated"
+            )
         return prompt_ids, completion, pixel_values
 
     def __call__(self, examples: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
@@ -71,7 +75,7 @@ class JudgeCollator:
             seq = torch.tensor(p + c, dtype=torch.long)
             input_ids[i, : len(seq)] = seq
             attention_mask[i, : len(seq)] = 1
-            labels[i, len(p): len(seq)] = torch.tensor(c, dtype=torch.long)
+            labels[i, len(p) : len(seq)] = torch.tensor(c, dtype=torch.long)
             if pv is not None:
                 pixels.append(pv)
         batch = {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}

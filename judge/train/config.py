@@ -3,55 +3,64 @@
 One YAML file drives ``judge-data build`` (sections ``rubric`` and ``data``, owned by
 ``judge.data.config``) and ``judge-train`` (all sections below). Every section is a
 pydantic model that forbids unknown keys, so a misspelt key fails with its name and
-the keys allowed there. ``--set section.key=value`` overrides any value.
+the keys allowed there. Overrides set any value by its dotted key: ``{"train.learning_rate": 1e-4}``
+from Python, ``--set train.learning_rate=1e-4`` on the command line.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
-from ..data.config import DataConfig, read_config
-from ..data.errors import ConfigError, invalid
+from judge.core.errors import ConfigError, invalid
+from judge.core.schema import StrictModel
+from judge.data.config import DataConfig, apply_overrides, check_sections, read_config
+from judge.models import BATCH_TOKENS
 
 #: Modules of the language model that LoRA adapts by default (Qwen2/Llama-style names).
 LANGUAGE_LINEAR = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class ModelConfig(_Strict):
-    path: str = Field("tiny", description="Local folder, hub id, or 'tiny[:seed=N]' (the local tiny InternVL).")
+class ModelConfig(StrictModel):
+    path: str = Field(
+        "tiny", description="Local folder, hub id, or 'tiny[:seed=N]' (the local tiny InternVL)."
+    )
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
-        "auto", description="auto: bfloat16 on a GPU, float32 on the CPU.")
+        "auto", description="auto: bfloat16 on a GPU, float32 on the CPU."
+    )
     attn_implementation: Literal["sdpa", "eager", "flash_attention_2"] | None = None
     trust_remote_code: bool = False
 
 
-class LoraConfig(_Strict):
+class LoraConfig(StrictModel):
     r: int = Field(16, ge=1)
     alpha: int = Field(32, ge=1)
     dropout: float = Field(0.05, ge=0, lt=1)
     target_modules: list[str] | Literal["language"] = Field(
-        "language", description="'language': the attention and MLP projections of the language model only; "
-        "or a list of module names / a regex understood by PEFT.")
+        "language",
+        description="'language': the attention and MLP projections of the language model only; "
+        "or a list of module names / a regex understood by PEFT.",
+    )
     train_vision: bool = Field(False, description="Also train the vision tower (fully); frozen by default.")
     train_projector: bool = Field(False, description="Also train the vision-language projector (fully).")
 
 
-class TrainConfig(_Strict):
+class TrainConfig(StrictModel):
     """The TRL ``SFTConfig`` fields that matter for a judge; the rest keep TRL's defaults."""
 
     finetune: Literal["lora", "full"] = Field(
-        "lora", description="lora: train LoRA adapters on a frozen base (the default for real checkpoints); "
-        "full: train every language-model weight (for a small randomly initialised base such as 'tiny').")
+        "lora",
+        description="lora: train LoRA adapters on a frozen base (the default for real checkpoints); "
+        "full: train every language-model weight (for a small randomly initialised base such as 'tiny').",
+    )
     learning_rate: float = Field(2e-4, gt=0)
     num_train_epochs: float = Field(3.0, gt=0)
-    max_steps: int = Field(-1, ge=-1, description="Stop after this many optimizer steps (overrides epochs); -1: off.")
+    max_steps: int = Field(
+        -1, ge=-1, description="Stop after this many optimizer steps (overrides epochs); -1: off."
+    )
     per_device_train_batch_size: int = Field(8, ge=1)
     per_device_eval_batch_size: int = Field(8, ge=1)
     gradient_accumulation_steps: int = Field(1, ge=1)
@@ -63,26 +72,51 @@ class TrainConfig(_Strict):
     gradient_checkpointing: bool = False
     bf16: bool | None = Field(None, description="None: on when the model dtype is bfloat16.")
     max_length: int | None = Field(
-        None, ge=16, description="Longest example in tokens (images expanded); a longer one is an error, never "
-        "truncated. None: data.max_tokens.")
+        None,
+        ge=16,
+        description="Longest example in tokens (images expanded); a longer one is an error, never "
+        "truncated. None: data.max_tokens.",
+    )
     logging_steps: int = Field(10, ge=1)
-    save_steps: int | None = Field(None, ge=1, description="Checkpoint every N steps; None: at each evaluation.")
+    save_steps: int | None = Field(
+        None, ge=1, description="Checkpoint every N steps; None: at each evaluation."
+    )
     save_total_limit: int | None = Field(2, ge=1)
     dataloader_num_workers: int = Field(0, ge=0)
     seed: int | None = Field(None, ge=0, description="None: the config's top-level seed.")
 
 
-class EvalConfig(_Strict):
+class EvalConfig(StrictModel):
     strategy: Literal["steps", "epoch", "no"] = "epoch"
     steps: int | None = Field(None, ge=1, description="Evaluate every N steps (strategy: steps).")
-    metrics: list[Literal["pearson", "spearman", "kendall", "mae", "mse"]] = ["pearson", "spearman", "kendall", "mae"]
+    metrics: list[Literal["pearson", "spearman", "kendall", "mae", "mse"]] = [
+        "pearson",
+        "spearman",
+        "kendall",
+        "mae",
+    ]
     best_metric: str = Field(
-        "overall_spearman", description="Metric that picks the best checkpoint: '<criterion|overall|all>_<metric>', "
-        "e.g. overall_spearman, all_pearson, overall_mae.")
+        "overall_spearman",
+        description="Metric that picks the best checkpoint: '<criterion|overall|all>_<metric>', "
+        "e.g. overall_spearman, all_pearson, overall_mae.",
+    )
     greater_is_better: bool | None = Field(None, description="None: false for mae/mse, true otherwise.")
     share_prefix: bool = True
-    max_batch_tokens: int = Field(16384, ge=64)
-    at_start: bool = Field(True, description="Also score the validation split before training (the baseline).")
+    batch_tokens: int = Field(
+        BATCH_TOKENS, ge=64, description="Tokens per forward pass, padding included (was max_batch_tokens)."
+    )
+    at_start: bool = Field(
+        True, description="Also score the validation split before training (the baseline)."
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _earlier_name(cls, v: Any) -> Any:
+        # Configs written before the rename say max_batch_tokens; as an override it is the newer value.
+        if isinstance(v, dict) and "max_batch_tokens" in v:
+            v = dict(v)
+            v["batch_tokens"] = v.pop("max_batch_tokens")
+        return v
 
     @field_validator("strategy", mode="before")
     @classmethod
@@ -103,13 +137,13 @@ class EvalConfig(_Strict):
         return not self.best_metric.endswith(("_mae", "_mse"))
 
 
-class LoggingConfig(_Strict):
+class LoggingConfig(StrictModel):
     backend: Literal["none", "wandb", "tensorboard"] = "none"
     project: str = "judge"
     run_name: str | None = None
 
 
-class RunConfig(_Strict):
+class RunConfig(StrictModel):
     """A whole run config; see ``rubrics/rubric6.yaml`` for a commented example."""
 
     rubric: str = "mmie"
@@ -136,7 +170,9 @@ class RunConfig(_Strict):
     @model_validator(mode="after")
     def _consistent(self) -> RunConfig:
         if self.quantization != "none" and self.train.finetune == "full":
-            raise ValueError("quantization needs train.finetune: lora (a quantized base cannot be trained fully)")
+            raise ValueError(
+                "quantization needs train.finetune: lora (a quantized base cannot be trained fully)"
+            )
         if self.train.max_steps == 0:
             raise ValueError("train.max_steps must be -1 (train by epochs) or at least 1, got 0")
         if self.eval.strategy == "steps" and self.eval.steps is None:
@@ -160,8 +196,10 @@ class RunConfig(_Strict):
         return self.seed if self.train.seed is None else self.train.seed
 
 
-def load_run_config(path: str | Path, overrides: list[str] | None = None) -> tuple[Path, RunConfig]:
-    """Read, override and validate a run config; errors name the key, the value and what is allowed."""
+def load_run_config(path: str | Path, overrides: Mapping[str, Any] | None = None) -> tuple[Path, RunConfig]:
+    """Read, override and validate a run config; errors name the key, the value and what is allowed.
+
+    ``overrides``: dotted keys to typed values, ``{"train.learning_rate": 1e-4, "output_dir": "runs/x"}``."""
     path, raw = read_config(path, overrides)
     if "data" not in raw:
         raise ConfigError(f"{path}: the config has no 'data' section")
@@ -169,3 +207,16 @@ def load_run_config(path: str | Path, overrides: list[str] | None = None) -> tup
         return path, RunConfig.model_validate(raw)
     except ValidationError as e:
         raise invalid(f"{path}: invalid config", e, RunConfig) from None
+
+
+def override_run_config(cfg: RunConfig, overrides: Mapping[str, Any] | None) -> RunConfig:
+    """``cfg`` with ``overrides`` (dotted keys, as for :func:`load_run_config`) applied and validated again."""
+    if not overrides:
+        return cfg
+    raw = cfg.model_dump()
+    apply_overrides(raw, overrides)
+    check_sections(raw, "run config")
+    try:
+        return RunConfig.model_validate(raw)
+    except ValidationError as e:
+        raise invalid("run config: invalid override", e, RunConfig) from None

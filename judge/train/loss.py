@@ -34,7 +34,9 @@ def right_align(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return out
 
 
-def labels_only_loss(model, batch: dict[str, torch.Tensor], num_items_in_batch: int | torch.Tensor | None = None):
+def labels_only_loss(
+    model, batch: dict[str, torch.Tensor], num_items_in_batch: int | torch.Tensor | None = None
+):
     """Cross-entropy on the label positions of a right-aligned batch (:func:`right_align`), the LM head run
     on the last ``k + 1`` positions only. Returns ``(loss, outputs)``."""
     labels = batch["labels"]
@@ -44,8 +46,9 @@ def labels_only_loss(model, batch: dict[str, torch.Tensor], num_items_in_batch: 
     out = model(**inputs, logits_to_keep=k + 1, use_cache=False)
     logits = out.logits[:, :-1, :].float()  # position t predicts token t + 1
     target = labels[:, -k:].to(logits.device)
-    total = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1), ignore_index=IGNORE_INDEX,
-                            reduction="sum")
+    total = F.cross_entropy(
+        logits.reshape(-1, logits.shape[-1]), target.reshape(-1), ignore_index=IGNORE_INDEX, reduction="sum"
+    )
     if num_items_in_batch is None:
         denom = (target != IGNORE_INDEX).sum().clamp(min=1)
     else:

@@ -23,24 +23,38 @@ FSDP / DeepSpeed loaders, never plain tensors into a sharded model.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
+import re
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..data.atomic import write_json
-from ..data.config import DataSections
-from ..data.errors import ConfigError, JudgeError
-from ..data.rubric import load_rubric
-from ..models.card import CARD_NAME, git_commit, library_versions
-from .config import LANGUAGE_LINEAR, RunConfig, load_run_config
-from .loss import labels_only_loss
-from .validation import ValidationSet, run_validation
+from judge.core.errors import ConfigError, JudgeError
+from judge.core.rubric import Rubric, load_rubric
+from judge.data.config import DataSections
+from judge.models.card import (
+    CardData,
+    CardRubric,
+    CardTraining,
+    CardValidation,
+    Distribution,
+    JudgeCard,
+    Metrics,
+    git_commit,
+    library_versions,
+    write_card,
+)
+from judge.train.config import LANGUAGE_LINEAR, RunConfig, load_run_config, override_run_config
+from judge.train.loss import labels_only_loss
+from judge.train.validation import ValidationSet, run_validation
+
+logger = logging.getLogger(__name__)
 
 HEADLINE = ("overall_spearman", "overall_pearson", "overall_kendall", "overall_mae", "all_spearman")
 
@@ -108,10 +122,10 @@ def _is_main() -> bool:
 
 
 # ----------------------------------------------------------------------------- data
-def prepare_data(cfg: RunConfig, config_path: Path, data_dir: str | Path | None, log: Callable[[str], None]) -> Path:
+def prepare_data(cfg: RunConfig, config_path: Path | None, data_dir: str | Path | None) -> Path:
     """Build the SFT dataset (main process; the others wait), or check a prebuilt one; return its folder."""
-    from ..data.build import build_sft_dataset
-    from ..models.loading import load_processor
+    from judge.data.build import build_sft_dataset
+    from judge.models.loading import load_processor
 
     rubric = load_rubric(cfg.rubric)
     state = _state()
@@ -119,8 +133,10 @@ def prepare_data(cfg: RunConfig, config_path: Path, data_dir: str | Path | None,
         out = cfg.data_dir
         if state.is_main_process:
             processor = load_processor(cfg.model.path, cfg.model.trust_remote_code)
-            sections = DataSections(rubric=cfg.rubric, data=cfg.data, output_dir=cfg.output_dir, seed=cfg.seed)
-            build_sft_dataset(sections, processor, out_dir=out, config_path=config_path, log=log)
+            sections = DataSections(
+                rubric=cfg.rubric, data=cfg.data, output_dir=cfg.output_dir, seed=cfg.seed
+            )
+            build_sft_dataset(sections, processor, out_dir=out, config_path=config_path)
         state.wait_for_everyone()
     else:
         out = Path(data_dir)
@@ -132,13 +148,18 @@ def prepare_data(cfg: RunConfig, config_path: Path, data_dir: str | Path | None,
         raise ConfigError(
             f"the dataset in {out} was built with rubric {manifest['rubric']['name']!r} hash "
             f"{manifest['rubric']['hash'][:12]}, but the config's rubric {cfg.rubric!r} has hash {rubric.hash[:12]}; "
-            "rebuild the data (judge-data build) or use the rubric it was built with")
+            "rebuild the data (judge-data build) or use the rubric it was built with"
+        )
     counts = manifest["counts"]
     if counts.get("train", 0) == 0:
-        raise ConfigError(f"the train split of {out} is empty; check data.split fractions and the annotation files")
+        raise ConfigError(
+            f"the train split of {out} is empty; check data.split fractions and the annotation files"
+        )
     if counts.get("validation", 0) == 0 and cfg.eval.strategy != "no":
-        raise ConfigError(f"the validation split of {out} is empty; give data.split.validation a share, or set "
-                          "eval.strategy: no")
+        raise ConfigError(
+            f"the validation split of {out} is empty; give data.split.validation a share, or set "
+            "eval.strategy: no"
+        )
     return out
 
 
@@ -147,7 +168,7 @@ def build_model(cfg: RunConfig):
     """Load the base and make the trainable model: LoRA on the language model, or full tuning."""
     import torch
 
-    from ..models.loading import load_scorer, resolve_dtype
+    from judge.models.loading import load_scorer, resolve_dtype
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     quant = None if cfg.quantization == "none" else cfg.quantization
@@ -156,9 +177,15 @@ def build_model(cfg: RunConfig):
         device_map = {"": int(os.environ.get("LOCAL_RANK", 0))}
     # Resolve "auto" against the training device (bf16 on a GPU), not against the CPU the weights load on.
     dtype = resolve_dtype(cfg.model.dtype, device)
-    model, processor = load_scorer(cfg.model.path, dtype=dtype, device="cpu" if quant is None else device,
-                                   quantization=quant, trust_remote_code=cfg.model.trust_remote_code,
-                                   attn_implementation=cfg.model.attn_implementation, device_map=device_map)
+    model, processor = load_scorer(
+        cfg.model.path,
+        dtype=dtype,
+        device="cpu" if quant is None else device,
+        quantization=quant,
+        trust_remote_code=cfg.model.trust_remote_code,
+        attn_implementation=cfg.model.attn_implementation,
+        device_map=device_map,
+    )
     model.train()
     frozen_prefixes = []
     if not cfg.lora.train_vision:
@@ -172,20 +199,35 @@ def build_model(cfg: RunConfig):
     from peft import LoraConfig, get_peft_model, prepare_model_for_kbit_training
 
     if quant is not None:
-        model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=cfg.train.gradient_checkpointing)
-    targets = cfg.lora.target_modules
+        model = prepare_model_for_kbit_training(
+            model, use_gradient_checkpointing=cfg.train.gradient_checkpointing
+        )
+    targets: str | list[str] = cfg.lora.target_modules
     if targets == "language":
         # Only the language model's projections: the vision tower has q/k/v-like names of its own.
         targets = r".*language_model.*\.(" + "|".join(LANGUAGE_LINEAR) + r")$"
-    modules_to_save = [m for m, on in (("vision_tower", cfg.lora.train_vision),
-                                       ("multi_modal_projector", cfg.lora.train_projector)) if on]
-    lcfg = LoraConfig(r=cfg.lora.r, lora_alpha=cfg.lora.alpha, lora_dropout=cfg.lora.dropout,
-                      target_modules=targets, modules_to_save=modules_to_save or None, task_type="CAUSAL_LM")
+    modules_to_save = [
+        m
+        for m, on in (
+            ("vision_tower", cfg.lora.train_vision),
+            ("multi_modal_projector", cfg.lora.train_projector),
+        )
+        if on
+    ]
+    lcfg = LoraConfig(
+        r=cfg.lora.r,
+        lora_alpha=cfg.lora.alpha,
+        lora_dropout=cfg.lora.dropout,
+        target_modules=targets,
+        modules_to_save=modules_to_save or None,
+        task_type="CAUSAL_LM",
+    )
     try:
         model = get_peft_model(model, lcfg)
     except ValueError as e:
-        raise ConfigError(f"lora.target_modules {cfg.lora.target_modules!r} matches no module of "
-                          f"{cfg.model.path!r}: {e}") from None
+        raise ConfigError(
+            f"lora.target_modules {cfg.lora.target_modules!r} matches no module of {cfg.model.path!r}: {e}"
+        ) from None
     return model, processor, dtype
 
 
@@ -200,18 +242,34 @@ def _sft_config(cfg: RunConfig, dtype, checkpoints: Path, report_to: list[str]):
     save_strategy = "steps" if t.save_steps else (eval_strategy if eval_strategy != "no" else "epoch")
     kwargs: dict[str, Any] = dict(
         output_dir=str(checkpoints),
-        learning_rate=t.learning_rate, num_train_epochs=t.num_train_epochs, max_steps=t.max_steps,
+        learning_rate=t.learning_rate,
+        num_train_epochs=t.num_train_epochs,
+        max_steps=t.max_steps,
         per_device_train_batch_size=t.per_device_train_batch_size,
         per_device_eval_batch_size=t.per_device_eval_batch_size,
-        gradient_accumulation_steps=t.gradient_accumulation_steps, lr_scheduler_type=t.lr_scheduler_type,
-        warmup_steps=t.warmup_steps, weight_decay=t.weight_decay, max_grad_norm=t.max_grad_norm, optim=t.optim,
-        gradient_checkpointing=t.gradient_checkpointing, logging_steps=t.logging_steps,
-        save_strategy=save_strategy, save_total_limit=t.save_total_limit,
-        eval_strategy=eval_strategy, dataloader_num_workers=t.dataloader_num_workers, seed=cfg.train_seed,
-        data_seed=cfg.train_seed, bf16=t.bf16 if t.bf16 is not None else dtype == torch.bfloat16,
-        report_to=report_to, run_name=cfg.logging.run_name, remove_unused_columns=False,
-        dataset_kwargs={"skip_prepare_dataset": True}, max_length=None, completion_only_loss=True,
-        use_cpu=not torch.cuda.is_available(), disable_tqdm=False,
+        gradient_accumulation_steps=t.gradient_accumulation_steps,
+        lr_scheduler_type=t.lr_scheduler_type,
+        warmup_steps=t.warmup_steps,
+        weight_decay=t.weight_decay,
+        max_grad_norm=t.max_grad_norm,
+        optim=t.optim,
+        gradient_checkpointing=t.gradient_checkpointing,
+        logging_steps=t.logging_steps,
+        save_strategy=save_strategy,
+        save_total_limit=t.save_total_limit,
+        eval_strategy=eval_strategy,
+        dataloader_num_workers=t.dataloader_num_workers,
+        seed=cfg.train_seed,
+        data_seed=cfg.train_seed,
+        bf16=t.bf16 if t.bf16 is not None else dtype == torch.bfloat16,
+        report_to=report_to,
+        run_name=cfg.logging.run_name,
+        remove_unused_columns=False,
+        dataset_kwargs={"skip_prepare_dataset": True},
+        max_length=None,
+        completion_only_loss=True,
+        use_cpu=not torch.cuda.is_available(),
+        disable_tqdm=False,
         # A NaN or inf loss is logged as it is (Trainer would average it away), so divergence is seen.
         logging_nan_inf_filter=False,
         ddp_find_unused_parameters=False,
@@ -223,8 +281,9 @@ def _sft_config(cfg: RunConfig, dtype, checkpoints: Path, report_to: list[str]):
         if not t.save_steps:
             kwargs["save_steps"] = ev.steps
     if eval_strategy != "no":
-        kwargs.update(load_best_model_at_end=True, metric_for_best_model=ev.best_metric,
-                      greater_is_better=ev.greater)
+        kwargs.update(
+            load_best_model_at_end=True, metric_for_best_model=ev.best_metric, greater_is_better=ev.greater
+        )
     if t.gradient_checkpointing:
         kwargs["gradient_checkpointing_kwargs"] = {"use_reentrant": False}
     if _cpu_sharded():
@@ -240,8 +299,15 @@ def _make_trainer_class():
     class JudgeTrainer(SFTTrainer):
         """SFTTrainer whose evaluation scores the validation split against the human scores."""
 
-        def __init__(self, *args, validation: ValidationSet | None, run_cfg: RunConfig, judge_processor,
-                     baseline_set: ValidationSet | None = None, log: Callable[[str], None] = print, **kw):
+        def __init__(
+            self,
+            *args,
+            validation: ValidationSet | None,
+            run_cfg: RunConfig,
+            judge_processor,
+            baseline_set: ValidationSet | None = None,
+            **kw,
+        ):
             super().__init__(*args, **kw)
             self.validation = validation
             self.run_cfg = run_cfg
@@ -250,7 +316,7 @@ def _make_trainer_class():
             self.baseline: dict[str, Any] | None = None
             self.diverged: str | None = None  #: what the divergence guard saw, when it stopped training
             if baseline_set is not None:
-                self.add_callback(_Baseline(self, baseline_set, log))
+                self.add_callback(_Baseline(self, baseline_set))
             self.add_callback(_DivergenceGuard(self))
 
         @property
@@ -261,9 +327,15 @@ def _make_trainer_class():
         def score(self, vset: ValidationSet) -> tuple[dict[str, Any], float]:
             """Validation metrics of the model as it is now (every process takes part)."""
             ev = self.run_cfg.eval
-            return run_validation(vset, self.model, self.judge_processor, share_prefix=ev.share_prefix,
-                                  max_batch_tokens=ev.max_batch_tokens, metrics=ev.metrics,
-                                  grad_mode="no_grad" if self.sharded else "inference")
+            return run_validation(
+                vset,
+                self.model,
+                self.judge_processor,
+                share_prefix=ev.share_prefix,
+                batch_tokens=ev.batch_tokens,
+                metrics=ev.metrics,
+                grad_mode="no_grad" if self.sharded else "inference",
+            )
 
         # transformers 5 saves InternVL checkpoints under its legacy key names, and Trainer reloads a
         # full (non-PEFT) checkpoint with load_state_dict(strict=False), which then matches no key and
@@ -288,14 +360,24 @@ def _make_trainer_class():
             loss, outputs = labels_only_loss(model, inputs, num_items_in_batch)
             return (loss, outputs) if return_outputs else loss
 
-        def evaluate(self, eval_dataset=None, ignore_keys=None, metric_key_prefix: str = "eval") -> dict[str, float]:
+        def evaluate(
+            self, eval_dataset=None, ignore_keys=None, metric_key_prefix: str = "eval"
+        ) -> dict[str, float]:
             if self.validation is None:
                 return {}
             ev = self.run_cfg.eval
             metrics, seconds = self.score(self.validation)
-            self.eval_history.append({"step": self.state.global_step, "seconds": round(seconds, 2), **metrics})
-            out = {f"{metric_key_prefix}_{k}": _selectable(k, v, ev.best_metric, ev.greater)
-                   for k, v in metrics.items() if v is not None or k == ev.best_metric}
+            self.eval_history.append(
+                {"step": self.state.global_step, "seconds": round(seconds, 2), **metrics}
+            )
+            out: dict[str, float] = {}
+            for k, v in metrics.items():
+                if v is not None:
+                    out[f"{metric_key_prefix}_{k}"] = v
+                elif k == ev.best_metric:
+                    # Trainer compares the best metric with numpy: an undefined correlation (a constant
+                    # scorer, as an untrained model can be) counts as the worst value instead.
+                    out[f"{metric_key_prefix}_{k}"] = -1.0 if ev.greater else math.inf
             out[f"{metric_key_prefix}_seconds"] = round(seconds, 2)
             self.log(out)
             self.control = self.callback_handler.on_evaluate(self.args, self.state, self.control, out)
@@ -305,16 +387,18 @@ def _make_trainer_class():
         """Score the untrained judge once the accelerator has prepared it: on its device (not the CPU it was
         loaded on), sharded if so, exactly as every later evaluation scores it."""
 
-        def __init__(self, trainer: JudgeTrainer, vset: ValidationSet, log: Callable[[str], None]):
-            self.trainer, self.vset, self.log = trainer, vset, log
+        def __init__(self, trainer: JudgeTrainer, vset: ValidationSet):
+            self.trainer, self.vset = trainer, vset
 
         def on_train_begin(self, args, state, control, **kwargs):
             if self.trainer.baseline is not None:
                 return
             self.trainer.baseline, secs = self.trainer.score(self.vset)
             if state.is_world_process_zero:
-                self.log(f"untrained judge on validation ({len(self.vset)} scores, {secs:.1f} s): "
-                         + _headline(self.trainer.baseline))
+                logger.info(
+                    f"untrained judge on validation ({len(self.vset)} scores, {secs:.1f} s): "
+                    + _headline(self.trainer.baseline)
+                )
 
     class _DivergenceGuard(TrainerCallback):
         """Stop at the first logged loss or gradient norm that is not finite: the weights are NaN from then on,
@@ -325,12 +409,21 @@ def _make_trainer_class():
             self.trainer = trainer
 
         def on_log(self, args, state, control, logs=None, **kwargs):
-            bad = {k: v for k, v in (logs or {}).items()
-                   if k in ("loss", "grad_norm") and isinstance(v, float) and not math.isfinite(v)}
+            bad = {
+                k: v
+                for k, v in (logs or {}).items()
+                if k in ("loss", "grad_norm") and isinstance(v, float) and not math.isfinite(v)
+            }
             if bad and self.trainer.diverged is None:
-                lr = next((e.get("learning_rate") for e in reversed(state.log_history) if "learning_rate" in e), None)
-                self.trainer.diverged = (f"at step {state.global_step} " + ", ".join(f"{k}={v}" for k, v in bad.items())
-                                         + (f" (learning rate {lr:.3g})" if lr is not None else ""))
+                lr = next(
+                    (e.get("learning_rate") for e in reversed(state.log_history) if "learning_rate" in e),
+                    None,
+                )
+                self.trainer.diverged = (
+                    f"at step {state.global_step} "
+                    + ", ".join(f"{k}={v}" for k, v in bad.items())
+                    + (f" (learning rate {lr:.3g})" if lr is not None else "")
+                )
                 control.should_training_stop = True
                 control.should_save = False
 
@@ -340,9 +433,12 @@ def _make_trainer_class():
         def on_log(self, args, state, control, logs=None, **kwargs):
             if not state.is_world_process_zero or self.training_bar is None or not logs:
                 return
-            keep = {k: v for k, v in logs.items()
-                    if k in ("loss", "learning_rate", "grad_norm", "epoch", "eval_seconds")
-                    or k.removeprefix("eval_") in HEADLINE}
+            keep = {
+                k: v
+                for k, v in logs.items()
+                if k in ("loss", "learning_rate", "grad_norm", "epoch", "eval_seconds")
+                or k.removeprefix("eval_") in HEADLINE
+            }
             if keep:
                 self.training_bar.write(_fmt_log(state.global_step, keep))
 
@@ -357,8 +453,10 @@ def _load_full_checkpoint(model, folder: str) -> None:
     result = model.load_state_dict(saved.state_dict(), strict=False)
     missing = [k for k in result.missing_keys if k != "lm_head.weight"]  # tied to the embeddings
     if missing or result.unexpected_keys:
-        raise RuntimeError(f"checkpoint {folder} does not match the model: missing {missing[:5]}, "
-                           f"unexpected {result.unexpected_keys[:5]}")
+        raise RuntimeError(
+            f"checkpoint {folder} does not match the model: missing {missing[:5]}, "
+            f"unexpected {result.unexpected_keys[:5]}"
+        )
 
 
 # ----------------------------------------------------------------------------- distributed checks
@@ -366,46 +464,66 @@ def _check_launch(cfg: RunConfig) -> None:
     """Before any model is loaded: what FSDP / DeepSpeed cannot run."""
     sharding = _launched_sharding()
     if sharding is not None and cfg.quantization != "none":
-        raise ConfigError(f"quantization {cfg.quantization!r} (QLoRA) cannot run under {sharding}: bitsandbytes' "
-                          "quantized weights are not sharded; launch with configs/accelerate/ddp.yaml, or set "
-                          "quantization: none")
+        raise ConfigError(
+            f"quantization {cfg.quantization!r} (QLoRA) cannot run under {sharding}: bitsandbytes' "
+            "quantized weights are not sharded; launch with configs/accelerate/ddp.yaml, or set "
+            "quantization: none"
+        )
 
 
 def _check_distributed(trainer, cfg: RunConfig, train_split) -> None:
     """Once the accelerator exists, before training: the sharded set-ups judge-train supports and can save."""
     acc = trainer.accelerator
     sharding = _launched_sharding()
-    if (sharding == "fsdp" and not trainer.is_fsdp_enabled) or (sharding == "deepspeed"
-                                                                and not trainer.is_deepspeed_enabled):
-        raise ConfigError(f"accelerate launch asked for {sharding}, but accelerate set up {acc.distributed_type} "
-                          "(the model would not be sharded); check the accelerate config")
+    if (sharding == "fsdp" and not trainer.is_fsdp_enabled) or (
+        sharding == "deepspeed" and not trainer.is_deepspeed_enabled
+    ):
+        raise ConfigError(
+            f"accelerate launch asked for {sharding}, but accelerate set up {acc.distributed_type} "
+            "(the model would not be sharded); check the accelerate config"
+        )
     zero3 = False
     if trainer.is_fsdp_enabled:
         plugin = acc.state.fsdp_plugin
         if plugin.fsdp_version != 2:
-            raise ConfigError(f"fsdp_config.fsdp_version {plugin.fsdp_version} is not supported: judge-train runs "
-                              "FSDP2 (fsdp_version: 2, as in configs/accelerate/fsdp.yaml)")
+            raise ConfigError(
+                f"fsdp_config.fsdp_version {plugin.fsdp_version} is not supported: judge-train runs "
+                "FSDP2 (fsdp_version: 2, as in configs/accelerate/fsdp.yaml)"
+            )
         if "FULL_STATE_DICT" not in str(plugin.state_dict_type):
-            raise ConfigError(f"fsdp_config.fsdp_state_dict_type {str(plugin.state_dict_type).split('.')[-1]} is "
-                              "not supported: judge-train saves and reloads checkpoints as FULL_STATE_DICT")
+            raise ConfigError(
+                f"fsdp_config.fsdp_state_dict_type {str(plugin.state_dict_type).split('.')[-1]} is "
+                "not supported: judge-train saves and reloads checkpoints as FULL_STATE_DICT"
+            )
     if trainer.is_deepspeed_enabled:
         plugin = acc.state.deepspeed_plugin
         zero3 = plugin.zero_stage == 3
         if plugin.zero_stage not in (2, 3):
-            raise ConfigError(f"deepspeed_config.zero_stage {plugin.zero_stage} is not supported: use ZeRO-2 or "
-                              "ZeRO-3 (configs/accelerate/deepspeed_zero2.yaml, deepspeed_zero3.yaml)")
+            raise ConfigError(
+                f"deepspeed_config.zero_stage {plugin.zero_stage} is not supported: use ZeRO-2 or "
+                "ZeRO-3 (configs/accelerate/deepspeed_zero2.yaml, deepspeed_zero3.yaml)"
+            )
         zero_cfg = plugin.deepspeed_config.get("zero_optimization", {})
         if zero3 and not zero_cfg.get("stage3_gather_16bit_weights_on_model_save"):
-            raise ConfigError("deepspeed_config.zero3_save_16bit_model must be true under ZeRO-3 (DeepSpeed's "
-                              "stage3_gather_16bit_weights_on_model_save): without it the judge's weights cannot "
-                              "be gathered to be written")
+            raise ConfigError(
+                "deepspeed_config.zero3_save_16bit_model must be true under ZeRO-3 (DeepSpeed's "
+                "stage3_gather_16bit_weights_on_model_save): without it the judge's weights cannot "
+                "be gathered to be written"
+            )
     if acc.num_processes > 1:
         params_sharded = trainer.is_fsdp_enabled or zero3
-        vision_trains = any(p.requires_grad for n, p in trainer.model.named_parameters()
-                            if "vision_tower" in n or "multi_modal_projector" in n)
+        vision_trains = any(
+            p.requires_grad
+            for n, p in trainer.model.named_parameters()
+            if "vision_tower" in n or "multi_modal_projector" in n
+        )
         if params_sharded or vision_trains:
-            _check_images_everywhere(train_split, "FSDP / ZeRO-3 shard the vision tower" if params_sharded
-                                     else "the vision tower or projector trains")
+            _check_images_everywhere(
+                train_split,
+                "FSDP / ZeRO-3 shard the vision tower"
+                if params_sharded
+                else "the vision tower or projector trains",
+            )
 
 
 def _check_images_everywhere(train_split, why: str) -> None:
@@ -416,36 +534,45 @@ def _check_images_everywhere(train_split, why: str) -> None:
     counts = pc.list_value_length(train_split.data.column("images")).to_pylist()
     without = sum(1 for n in counts if not n)
     if 0 < without < len(counts):
-        raise ConfigError(f"{without} of {len(counts)} training examples have no image: with several processes, "
-                          f"where {why}, every example needs an image (or none may have one), or the processes "
-                          "would run different modules and their exchanges of parameters or gradients would no "
-                          "longer match (a hang or an error mid-training); train in one process, or split the "
-                          "data by modality")
+        raise ConfigError(
+            f"{without} of {len(counts)} training examples have no image: with several processes, "
+            f"where {why}, every example needs an image (or none may have one), or the processes "
+            "would run different modules and their exchanges of parameters or gradients would no "
+            "longer match (a hang or an error mid-training); train in one process, or split the "
+            "data by modality"
+        )
 
 
-def _distribution(trainer) -> dict[str, Any]:
+def _distribution(trainer) -> Distribution:
     """How the run was distributed, read off the live model (for the card)."""
     from torch.distributed.tensor import DTensor
 
     acc = trainer.accelerator
-    kind = ("fsdp" if trainer.is_fsdp_enabled else "deepspeed" if trainer.is_deepspeed_enabled
-            else "ddp" if acc.num_processes > 1 else "none")
-    out: dict[str, Any] = {"type": kind, "processes": acc.num_processes, "device": acc.device.type}
+    kind = (
+        "fsdp"
+        if trainer.is_fsdp_enabled
+        else "deepspeed"
+        if trainer.is_deepspeed_enabled
+        else "ddp"
+        if acc.num_processes > 1
+        else "none"
+    )
+    # Only the kind of sharding in use is named on the card (fsdp_version or zero_stage).
+    sharding: dict[str, int] = {}
     if trainer.is_fsdp_enabled:
-        out["fsdp_version"] = acc.state.fsdp_plugin.fsdp_version
+        sharding["fsdp_version"] = acc.state.fsdp_plugin.fsdp_version
     if trainer.is_deepspeed_enabled:
-        out["zero_stage"] = acc.state.deepspeed_plugin.zero_stage
-    # FSDP2 holds parameters as DTensor shards; ZeRO-3 as empty tensors tagged with their DeepSpeed id.
-    out["parameters_sharded"] = any(isinstance(p, DTensor) or hasattr(p, "ds_id") for p in trainer.model.parameters())
-    return out
-
-
-def _selectable(key: str, value: float | None, best: str, greater: bool) -> float | None:
-    # Trainer compares the best metric with numpy: an undefined correlation (a constant scorer, as an
-    # untrained model can be) counts as the worst value instead of breaking the comparison.
-    if key == best and value is None:
-        return -1.0 if greater else math.inf
-    return value
+        sharding["zero_stage"] = acc.state.deepspeed_plugin.zero_stage
+    return Distribution(
+        type=kind,
+        processes=acc.num_processes,
+        device=acc.device.type,
+        **sharding,
+        # FSDP2 holds parameters as DTensor shards; ZeRO-3 as empty tensors tagged with their DeepSpeed id.
+        parameters_sharded=any(
+            isinstance(p, DTensor) or hasattr(p, "ds_id") for p in trainer.model.parameters()
+        ),
+    )
 
 
 def _fmt_log(step: int, logs: dict[str, Any]) -> str:
@@ -466,32 +593,46 @@ def _report_to(cfg: RunConfig) -> list[str]:
 
 # ----------------------------------------------------------------------------- main
 def train_judge(
-    config: str | Path,
-    overrides: list[str] | None = None,
+    config: RunConfig | str | Path,
     *,
+    overrides: Mapping[str, Any] | None = None,
     resume: bool = False,
     merge: bool = False,
     data_dir: str | Path | None = None,
-    log: Callable[[str], None] = print,
 ) -> TrainResult:
-    """Run ``judge-train``; returns where the judge went and the validation metrics before and after."""
-    t0 = time.perf_counter()
-    config_path, cfg = load_run_config(config, overrides)
-    _state()
-    from ..models.loading import check_model_source
+    """Run ``judge-train``; returns where the judge went and the validation metrics before and after.
 
-    check_model_source(cfg.model.path, hint="to try the pipeline without a checkpoint, train the tiny local model: "
-                       "judge-train --config demo")
+    ``config``: a validated :class:`RunConfig`, or a config file / shipped config name (``"demo"``).
+    ``overrides``: dotted config keys to typed values, ``{"train.max_steps": 4, "output_dir": "runs/x"}``.
+    ``resume``: continue from the last checkpoint in ``<output_dir>/checkpoints``; ``merge``: also write
+    ``merged/``; ``data_dir``: a prebuilt SFT dataset instead of building one.
+
+    The main process logs its progress (INFO): the data statistics, the untrained judge's validation
+    numbers, what trains where, and the summary at the end."""
+    t0 = time.perf_counter()
+    if isinstance(config, RunConfig):
+        config_path, cfg = None, override_run_config(config, overrides)
+    else:
+        config_path, cfg = load_run_config(config, overrides)
+    _state()
+    from judge.models.loading import check_model_source
+
+    check_model_source(
+        cfg.model.path,
+        hint="to try the pipeline without a checkpoint, train the tiny local model: "
+        "judge-train --config demo",
+    )
     _check_launch(cfg)
     checkpoints = cfg.out / "checkpoints"
-    if resume and not _last_checkpoint(checkpoints):
-        raise ConfigError(f"--resume: no checkpoint in {checkpoints} to resume from")
+    resume_from = _last_checkpoint(checkpoints) if resume else None
+    if resume and resume_from is None:
+        raise ConfigError(f"`resume`: no checkpoint in {checkpoints} to resume from")
     rubric = load_rubric(cfg.rubric)
-    data_path = prepare_data(cfg, config_path, data_dir, log if _is_main() else (lambda s: None))
+    data_path = prepare_data(cfg, config_path, data_dir)
 
     from transformers import ProgressCallback, set_seed
 
-    from ..data.sft import load_sft_dataset
+    from judge.data.sft import load_sft_dataset
 
     set_seed(cfg.train_seed)
     dd = load_sft_dataset(data_path)
@@ -503,17 +644,22 @@ def train_judge(
         # A fresh run must not pick up (or be confused by) checkpoints of an earlier one.
         shutil.rmtree(checkpoints)
     args = _sft_config(cfg, dtype, checkpoints, _report_to(cfg))
-    from .collator import JudgeCollator
+    from judge.train.collator import JudgeCollator
 
     JudgeTrainer, CompactProgress = _make_trainer_class()
     ev = cfg.eval
     trainer = JudgeTrainer(
-        model=model, args=args, train_dataset=dd["train"],
+        model=model,
+        args=args,
+        train_dataset=dd["train"],
         eval_dataset=dd["validation"] if validation is not None else None,
-        processing_class=processor, data_collator=JudgeCollator(processor, cfg.max_length, labels_last=True),
-        validation=validation if ev.strategy != "no" else None, run_cfg=cfg, judge_processor=processor,
+        processing_class=processor,
+        data_collator=JudgeCollator(processor, cfg.max_length, labels_last=True),
+        validation=validation if ev.strategy != "no" else None,
+        run_cfg=cfg,
+        judge_processor=processor,
         # The untrained judge is scored when training begins, on the model as the accelerator prepared it.
-        baseline_set=validation if ev.at_start and not resume else None, log=log,
+        baseline_set=validation if ev.at_start and not resume else None,
     )
     trainer.remove_callback(ProgressCallback)
     trainer.add_callback(CompactProgress())
@@ -521,17 +667,20 @@ def train_judge(
     if _is_main():
         st = _state()
         n_train = sum(p.numel() for p in model.parameters() if p.requires_grad)
-        log(f"training {cfg.train.finetune} ({n_train:,} trainable parameters) on {st.device}, world size "
-            f"{st.num_processes}, {_describe(trainer)}, {len(dd['train'])} examples")
+        logger.info(
+            f"training {cfg.train.finetune} ({n_train:,} trainable parameters) on {st.device}, world size "
+            f"{st.num_processes}, {_describe(trainer)}, {len(dd['train'])} examples"
+        )
     t_train = time.perf_counter()
-    trainer.train(resume_from_checkpoint=str(_last_checkpoint(checkpoints)) if resume else None)
+    trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
     train_seconds = time.perf_counter() - t_train
     if trainer.diverged:
         raise TrainingDiverged(
             f"training diverged {trainer.diverged}: the weights are no longer finite, so no judge was written "
             f"(an earlier one in {out / 'judge'} is kept). Lower train.learning_rate (now "
             f"{cfg.train.learning_rate:g}) or raise train.warmup_steps; a checkpoint saved before it, if any, is "
-            f"in {checkpoints}")
+            f"in {checkpoints}"
+        )
     distribution = _distribution(trainer)
     final = None
     if validation is not None:
@@ -546,10 +695,18 @@ def train_judge(
     if _is_main():
         _log_final(cfg, final, baseline)
     trainer.accelerator.wait_for_everyone()
-    result = TrainResult(judge_dir, trainer.state.global_step, time.perf_counter() - t0, baseline, final or {},
-                         ev.best_metric, best_value, trainer.state.best_model_checkpoint)
+    result = TrainResult(
+        judge_dir,
+        trainer.state.global_step,
+        time.perf_counter() - t0,
+        baseline,
+        final or {},
+        ev.best_metric,
+        best_value,
+        trainer.state.best_model_checkpoint,
+    )
     if _is_main():
-        log(format_summary(result, train_seconds))
+        logger.info(format_summary(result, train_seconds))
     return result
 
 
@@ -562,12 +719,29 @@ def _describe(trainer) -> str:
 
 
 def _last_checkpoint(folder: Path) -> Path | None:
-    from transformers.trainer_utils import get_last_checkpoint
+    """The newest complete checkpoint in ``folder``, or None.
 
+    Trainer writes ``trainer_state.json`` last, so a checkpoint without a readable one was cut off while
+    being saved (a kill or a full disk): resuming from it would fail on a half-written file. Such folders
+    are skipped, and the main process removes them, since training writes them again."""
     if not folder.is_dir():
         return None
-    last = get_last_checkpoint(str(folder))
-    return Path(last) if last else None
+    numbered = []
+    for d in folder.iterdir():
+        m = re.fullmatch(r"checkpoint-(\d+)", d.name)
+        if m and d.is_dir():
+            numbered.append((int(m.group(1)), d))
+    for _, d in sorted(numbered, reverse=True):
+        try:
+            json.loads((d / "trainer_state.json").read_text())
+            return d
+        except (OSError, ValueError):
+            logger.warning(
+                f"{d} is incomplete (saving it was interrupted); resuming from an earlier checkpoint"
+            )
+            if _is_main():
+                shutil.rmtree(d, ignore_errors=True)
+    return None
 
 
 def _headline(metrics: dict[str, Any] | None) -> str:
@@ -580,51 +754,89 @@ def _num(v) -> str:
     return "undefined" if v is None else f"{v:.3f}"
 
 
-def _card(cfg, config_path, rubric, data_path: Path, baseline, final, trainer, train_seconds,
-          distribution: dict[str, Any]) -> dict[str, Any]:
+def _card(
+    cfg: RunConfig,
+    config_path: Path | None,
+    rubric: Rubric,
+    data_path: Path,
+    baseline: Metrics | None,
+    final: Metrics | None,
+    trainer,
+    train_seconds: float,
+    distribution: Distribution,
+) -> JudgeCard:
     manifest = json.loads((data_path / "manifest.json").read_text(encoding="utf-8"))
-    return {
-        "judge_card_version": 1,
-        "base_model": cfg.model.path if cfg.model.path != "tiny" else "tiny:seed=0",
-        "finetune": cfg.train.finetune,
-        "quantization": cfg.quantization,
-        "rubric": {"name": rubric.name, "version": rubric.version, "hash": rubric.hash},
-        "scale": rubric.scale.values,
-        "target_format": cfg.data.target,
-        "data": {"hash": manifest["data_hash"], "examples": manifest["counts"], "records": manifest["records"],
-                 "annotation_files": manifest["annotation_files"], "dataset": str(data_path)},
-        "config_file": str(config_path),
-        "config": cfg.model_dump(mode="json"),
-        "seed": cfg.train_seed,
-        "git_commit": git_commit(Path(__file__).resolve().parent),
-        "libraries": library_versions(),
-        "training": {"steps": trainer.state.global_step, "epochs": trainer.state.epoch,
-                     "seconds": round(train_seconds, 1), "best_metric": cfg.eval.best_metric,
-                     "best_value": trainer.state.best_metric,
-                     "best_checkpoint": trainer.state.best_model_checkpoint,
-                     "distributed": distribution,
-                     "evaluations": getattr(trainer, "eval_history", [])},
-        "validation": {"untrained": baseline, "final": final},
-        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-    }
+    return JudgeCard(
+        judge_card_version=1,
+        base_model=cfg.model.path if cfg.model.path != "tiny" else "tiny:seed=0",
+        finetune=cfg.train.finetune,
+        quantization=cfg.quantization,
+        rubric=CardRubric(name=rubric.name, version=rubric.version, hash=rubric.hash),
+        scale=rubric.scale.values,
+        target_format=cfg.data.target,
+        data=CardData(
+            hash=manifest["data_hash"],
+            examples=manifest["counts"],
+            records=manifest["records"],
+            annotation_files=manifest["annotation_files"],
+            dataset=str(data_path),
+        ),
+        config_file=str(config_path) if config_path is not None else None,
+        config=cfg.model_dump(mode="json"),
+        seed=cfg.train_seed,
+        git_commit=git_commit(Path(__file__).resolve().parent),
+        libraries=library_versions(),
+        training=CardTraining(
+            steps=trainer.state.global_step,
+            epochs=trainer.state.epoch,
+            seconds=round(train_seconds, 1),
+            best_metric=cfg.eval.best_metric,
+            best_value=trainer.state.best_metric,
+            best_checkpoint=trainer.state.best_model_checkpoint,
+            distributed=distribution,
+            evaluations=getattr(trainer, "eval_history", []),
+        ),
+        validation=CardValidation(untrained=baseline, final=final),
+        created=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    )
 
 
-def _save_judge(trainer, processor, card: dict, judge_dir: Path, cfg: RunConfig, merge: bool, dtype) -> None:
+def _save_judge(
+    trainer, processor, card: JudgeCard, judge_dir: Path, cfg: RunConfig, merge: bool, dtype
+) -> None:
     """Write the judge. Called on every process: a model the accelerator shards is gathered first, a
     collective (FSDP2's full state dict on the main process; ZeRO-3's 16-bit gather, ZeRO-2's replicated
     weights); only the main process writes."""
     acc = trainer.accelerator
     state_dict = None
     if trainer.sharded:
-        state_dict = acc.get_state_dict(trainer.model_wrapped if trainer.is_deepspeed_enabled else trainer.model)
+        state_dict = acc.get_state_dict(
+            trainer.model_wrapped if trainer.is_deepspeed_enabled else trainer.model
+        )
     if acc.is_main_process:
-        _write_judge(acc.unwrap_model(trainer.model), processor, card, judge_dir, cfg, merge, state_dict=state_dict,
-                     dtype=dtype)
+        _write_judge(
+            acc.unwrap_model(trainer.model),
+            processor,
+            card,
+            judge_dir,
+            cfg,
+            merge,
+            state_dict=state_dict,
+            dtype=dtype,
+        )
     acc.wait_for_everyone()
 
 
-def _write_judge(model, processor, card: dict, judge_dir: Path, cfg: RunConfig, merge: bool,
-                 state_dict: dict | None = None, dtype=None) -> None:
+def _write_judge(
+    model,
+    processor,
+    card: JudgeCard,
+    judge_dir: Path,
+    cfg: RunConfig,
+    merge: bool,
+    state_dict: dict | None = None,
+    dtype=None,
+) -> None:
     """Write adapter/ (or merged/), processor/ and the card beside, then swap the folder in.
 
     ``state_dict``: the full weights gathered from a sharded ``model``, whose own tensors are shards
@@ -639,14 +851,16 @@ def _write_judge(model, processor, card: dict, judge_dir: Path, cfg: RunConfig, 
     if not is_peft or merge:
         if is_peft:
             # A sharded model cannot merge in place: merge the saved adapter into a fresh copy of the base.
-            merged = _merged_model(model, cfg, tmp / "adapter", reload_dtype=dtype if state_dict is not None else None)
+            merged = _merged_model(
+                model, cfg, tmp / "adapter", reload_dtype=dtype if state_dict is not None else None
+            )
             merged.save_pretrained(tmp / "merged", safe_serialization=True)
         else:
             model.save_pretrained(tmp / "merged", safe_serialization=True, state_dict=state_dict)
         processor.save_pretrained(tmp / "merged")
     processor.save_pretrained(tmp / "processor")
-    card["outputs"] = sorted(p.name for p in tmp.iterdir())
-    write_json(tmp / CARD_NAME, card)
+    card.outputs = sorted(p.name for p in tmp.iterdir())
+    write_card(tmp, card)
     old = judge_dir.with_name(judge_dir.name + ".old")
     shutil.rmtree(old, ignore_errors=True)
     if judge_dir.exists():
@@ -664,11 +878,14 @@ def _merged_model(model, cfg: RunConfig, adapter_dir: Path, reload_dtype=None):
     # process alone, and merge there.
     from peft import PeftModel
 
-    from ..models.loading import load_scorer
+    from judge.models.loading import load_scorer
 
     with _unpartitioned_loading():
-        base, _ = load_scorer(cfg.model.path, dtype=reload_dtype if reload_dtype is not None else cfg.model.dtype,
-                              trust_remote_code=cfg.model.trust_remote_code)
+        base, _ = load_scorer(
+            cfg.model.path,
+            dtype=reload_dtype if reload_dtype is not None else cfg.model.dtype,
+            trust_remote_code=cfg.model.trust_remote_code,
+        )
         return PeftModel.from_pretrained(base, str(adapter_dir)).merge_and_unload()
 
 
@@ -704,12 +921,19 @@ def _log_final(cfg: RunConfig, final: dict | None, baseline: dict | None) -> Non
 
 
 def format_summary(r: TrainResult, train_seconds: float) -> str:
-    lines = ["", "== judge-train summary",
-             f"steps {r.steps}   training {train_seconds:.1f} s   total {r.seconds:.1f} s"]
+    lines = [
+        "",
+        "== judge-train summary",
+        f"steps {r.steps}   training {train_seconds:.1f} s   total {r.seconds:.1f} s",
+    ]
     if r.final:
-        lines.append(f"best {r.best_metric}: {_num(r.best_value)}"
-                     + (f"  ({r.best_checkpoint})" if r.best_checkpoint else ""))
-        lines.append(f"validation before: {_headline(r.baseline)}" if r.baseline else "validation before: (skipped)")
+        lines.append(
+            f"best {r.best_metric}: {_num(r.best_value)}"
+            + (f"  ({r.best_checkpoint})" if r.best_checkpoint else "")
+        )
+        lines.append(
+            f"validation before: {_headline(r.baseline)}" if r.baseline else "validation before: (skipped)"
+        )
         lines.append(f"validation after:  {_headline(r.final)}")
     lines.append(f"judge written to {r.judge_dir}")
     return "\n".join(lines)

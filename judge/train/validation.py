@@ -1,6 +1,6 @@
 """Validation while training: score the validation split with the scorer judge-score uses.
 
-Each response of the split becomes one :class:`~judge.models.scoring.ScoreRequest`
+Each response of the split becomes one :class:`~judge.models.readout.ScoreRequest`
 holding all its criteria (the prompts share their prefix); the expected scores are
 compared with the aggregated human scores by :func:`judge.eval.stats.correlation_summary`,
 overall, pooled over every criterion (``all``), per family and per (family, criterion).
@@ -9,7 +9,7 @@ Several processes. The requests are shared out across the processes, yet every p
 the same number of forward calls, with the same structure: under FSDP or DeepSpeed ZeRO-3
 each module's forward gathers its parameters from every process, so a process with one batch
 more (or one that skips the vision tower while the others run it) would wait forever. The
-batches are planned once, for all requests (:func:`judge.models.scoring.plan_batches`, the
+batches are planned once, for all requests (:func:`judge.models.readout.plan_batches`, the
 batches a single process would run, so the scores are the same), then dealt out by
 :func:`schedule_batches`.
 """
@@ -21,9 +21,10 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..data.rubric import OVERALL, Rubric
-from ..eval.stats import correlation_summary
-from ..models.scoring import ExpectedScorer, ScoreRequest, plan_batches
+from judge.core.rubric import OVERALL, Rubric
+from judge.eval.stats import correlation_summary
+from judge.models import BATCH_TOKENS
+from judge.models.readout import ExpectedScorer, ScoreRequest, plan_batches
 
 METRICS = ("pearson", "spearman", "kendall", "mae", "mse")
 
@@ -50,10 +51,15 @@ class ValidationSet:
         self.task: dict[str, str] = {}
         for rid, exs in by_record.items():
             first = exs[0]
-            self.requests.append(ScoreRequest(
-                key=rid, criteria=[e["criterion"] for e in exs], prompts=[e["prompt"] for e in exs],
-                images=list(first["images"] or []), max_patches=first.get("max_patches"),
-            ))
+            self.requests.append(
+                ScoreRequest(
+                    key=rid,
+                    criteria=[e["criterion"] for e in exs],
+                    prompts=[e["prompt"] for e in exs],
+                    images=list(first["images"] or []),
+                    max_patches=first.get("max_patches"),
+                )
+            )
             self.task[rid] = first["task"]
             for e in exs:
                 self.human[(rid, e["criterion"])] = float(e["human_score"])
@@ -61,8 +67,17 @@ class ValidationSet:
     def __len__(self) -> int:
         return len(self.human)
 
-    def score(self, model, processor, *, share_prefix: bool = True, max_batch_tokens: int = 16384,
-              rank: int = 0, world: int = 1, grad_mode: str = "inference") -> list[ValidationRow]:
+    def score(
+        self,
+        model,
+        processor,
+        *,
+        share_prefix: bool = True,
+        batch_tokens: int = BATCH_TOKENS,
+        rank: int = 0,
+        world: int = 1,
+        grad_mode: str = "inference",
+    ) -> list[ValidationRow]:
         """Expected scores of this process's share of the requests, in :meth:`ordered` order.
 
         With ``world > 1`` every process of the (initialised) process group must call it: the
@@ -78,7 +93,7 @@ class ValidationSet:
 
             shapes = {i: sh for part in gather_object([shapes]) for i, sh in part.items()}
         order = [shapes[i] for i in range(len(self.requests))]
-        batches = plan_batches(order, share_prefix=share_prefix, max_batch_tokens=max_batch_tokens)
+        batches = plan_batches(order, share_prefix=share_prefix, batch_tokens=batch_tokens)
         steps = schedule_batches(batches, [sh.has_pixels for sh in order], world)[rank]
 
         def batch_of(idx: list[int]):
@@ -88,15 +103,19 @@ class ValidationSet:
             return [encoded[i] for i in idx]
 
         rows = []
-        results = scorer.score_batches((batch_of(idx) for idx, _ in steps), share_prefix=share_prefix,
-                                       grad_mode=grad_mode)
+        results = scorer.score_batches(
+            (batch_of(idx) for idx, _ in steps), share_prefix=share_prefix, grad_mode=grad_mode
+        )
         for (_, real), batch in zip(steps, results, strict=True):
             if not real:
                 continue  # a repeated batch that only keeps this process in step with the others
             for req, scores in batch:
                 for crit, s in zip(req.criteria, scores, strict=True):
-                    rows.append(ValidationRow(req.key, self.task[req.key], crit, self.human[(req.key, crit)],
-                                              s.expected))
+                    rows.append(
+                        ValidationRow(
+                            req.key, self.task[req.key], crit, self.human[(req.key, crit)], s.expected
+                        )
+                    )
         return self.ordered(rows)
 
     def ordered(self, rows: Sequence[ValidationRow]) -> list[ValidationRow]:
@@ -105,8 +124,9 @@ class ValidationSet:
         return sorted(rows, key=lambda r: position[(r.record_id, r.criterion)])
 
 
-def schedule_batches(batches: Sequence[list[int]], has_pixels: Sequence[bool],
-                     world: int) -> list[list[tuple[list[int], bool]]]:
+def schedule_batches(
+    batches: Sequence[list[int]], has_pixels: Sequence[bool], world: int
+) -> list[list[tuple[list[int], bool]]]:
     """Deal ``batches`` (request indices) out to ``world`` processes: per process, ``(batch, real)`` steps.
 
     Every process gets the same number of steps, and at each step either every process's batch
@@ -130,7 +150,9 @@ def schedule_batches(batches: Sequence[list[int]], has_pixels: Sequence[bool],
     return plan
 
 
-def validation_metrics(rows: Sequence[ValidationRow], metrics: Sequence[str] = METRICS) -> dict[str, float | None]:
+def validation_metrics(
+    rows: Sequence[ValidationRow], metrics: Sequence[str] = METRICS
+) -> dict[str, float | None]:
     """Flat metric dict: ``overall_spearman``, ``all_mae``, ``SA/overall_pearson``, ``SA/text_quality_kendall``, ...
 
     ``overall`` pools the overall score of every family; ``all`` pools every criterion.
@@ -152,8 +174,16 @@ def validation_metrics(rows: Sequence[ValidationRow], metrics: Sequence[str] = M
     return out
 
 
-def run_validation(vset: ValidationSet, model, processor, *, share_prefix: bool, max_batch_tokens: int,
-                   metrics: Sequence[str] = METRICS, grad_mode: str = "inference") -> tuple[dict[str, float | None], float]:
+def run_validation(
+    vset: ValidationSet,
+    model,
+    processor,
+    *,
+    share_prefix: bool,
+    batch_tokens: int,
+    metrics: Sequence[str] = METRICS,
+    grad_mode: str = "inference",
+) -> tuple[dict[str, float | None], float]:
     """Score the validation set (shared out across processes when distributed); metrics and seconds taken.
 
     Every process must call it; each gets the metrics of the whole split.
@@ -163,8 +193,15 @@ def run_validation(vset: ValidationSet, model, processor, *, share_prefix: bool,
 
     state = PartialState()
     t0 = time.perf_counter()
-    rows = vset.score(model, processor, share_prefix=share_prefix, max_batch_tokens=max_batch_tokens,
-                      rank=state.process_index, world=state.num_processes, grad_mode=grad_mode)
+    rows = vset.score(
+        model,
+        processor,
+        share_prefix=share_prefix,
+        batch_tokens=batch_tokens,
+        rank=state.process_index,
+        world=state.num_processes,
+        grad_mode=grad_mode,
+    )
     if state.num_processes > 1:
         rows = vset.ordered(gather_object(rows))
     return validation_metrics(rows, metrics), time.perf_counter() - t0

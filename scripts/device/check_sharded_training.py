@@ -32,19 +32,27 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIGS = ("fsdp.yaml", "deepspeed_zero2.yaml", "deepspeed_zero3.yaml")
-RUNS = ([(c, f, "float32") for c in CONFIGS for f in ("full", "lora")]
-        + [(c, "full", "bf16") for c in CONFIGS])
+RUNS = [(c, f, "float32") for c in CONFIGS for f in ("full", "lora")] + [(c, "full", "bf16") for c in CONFIGS]
 POOLED = ("overall_mae", "overall_pearson", "overall_spearman", "all_mae", "all_pearson", "all_spearman")
 TOL = 1e-4
 BATCH_TOKENS = 64  # one response per forward batch
 PARALLEL = 3  # runs at a time on the one GPU (the tiny model leaves it mostly idle)
 
 
-def _launch(config: str, finetune: str, precision: str, out: Path, data: Path, port: int,
-            *flags: str) -> tuple[int, str, float]:
-    sets = [f"output_dir={out}", "train.per_device_train_batch_size=4", "train.logging_steps=1",
-            "train.warmup_steps=0", "train.save_steps=2", "eval.strategy=steps", "eval.steps=2",
-            f"eval.max_batch_tokens={BATCH_TOKENS}", f"train.finetune={finetune}"]
+def _launch(
+    config: str, finetune: str, precision: str, out: Path, data: Path, port: int, *flags: str
+) -> tuple[int, str, float]:
+    sets = [
+        f"output_dir={out}",
+        "train.per_device_train_batch_size=4",
+        "train.logging_steps=1",
+        "train.warmup_steps=0",
+        "train.save_steps=2",
+        "eval.strategy=steps",
+        "eval.steps=2",
+        f"eval.batch_tokens={BATCH_TOKENS}",
+        f"train.finetune={finetune}",
+    ]
     if finetune == "full":
         sets += ["train.max_steps=6", "train.learning_rate=2e-3", "eval.best_metric=overall_mae"]
     else:
@@ -53,13 +61,32 @@ def _launch(config: str, finetune: str, precision: str, out: Path, data: Path, p
     if precision == "float32":
         sets.append("model.dtype=float32")
         launch += ["--mixed_precision", "no"]
-    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", f"configs/accelerate/{config}",
-           *launch, "-m", "judge.cli.train", "--config", "demo", "--data", str(data), *flags]
+    cmd = [
+        sys.executable,
+        "-m",
+        "accelerate.commands.launch",
+        "--config_file",
+        f"configs/accelerate/{config}",
+        *launch,
+        "-m",
+        "judge.cli.train",
+        "--config",
+        "demo",
+        "--data",
+        str(data),
+        *flags,
+    ]
     for s in sets:
         cmd += ["--set", s]
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=400,
-                          env={**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"})
+    proc = subprocess.run(
+        cmd,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=400,
+        env={**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"},
+    )
     return proc.returncode, proc.stdout + proc.stderr, time.perf_counter() - t0
 
 
@@ -84,10 +111,10 @@ def main() -> int:
     import datasets
     import torch
 
-    from judge.data.demo import generate_demo
-    from judge.data.rubric import load_rubric
+    from judge.core.rubric import load_rubric
     from judge.models.card import load_judge
     from judge.models.loading import load_scorer
+    from judge.testing.demo import generate_demo
     from judge.train.config import load_run_config
     from judge.train.trainer import prepare_data
     from judge.train.validation import ValidationSet, validation_metrics
@@ -101,25 +128,45 @@ def main() -> int:
         return 1
     import deepspeed
 
-    versions = {m.__name__: m.__version__ for m in (torch, deepspeed, __import__("transformers"),
-                                                     __import__("accelerate"), __import__("trl"),
-                                                     __import__("peft"))}
-    print(f"{torch.cuda.get_device_name(0)}; " + ", ".join(f"{k} {v}" for k, v in versions.items()), flush=True)
+    versions = {
+        m.__name__: m.__version__
+        for m in (
+            torch,
+            deepspeed,
+            __import__("transformers"),
+            __import__("accelerate"),
+            __import__("trl"),
+            __import__("peft"),
+        )
+    }
+    print(
+        f"{torch.cuda.get_device_name(0)}; " + ", ".join(f"{k} {v}" for k, v in versions.items()), flush=True
+    )
     demo = generate_demo(out / "demo", n_questions=12, seed=0)
-    config_path, cfg = load_run_config("demo", [f"data.annotations=[{demo}]", f"output_dir={out / 'prep'}"])
-    data = prepare_data(cfg, config_path, None, lambda s: None)
+    config_path, cfg = load_run_config(
+        "demo", {"data.annotations": [str(demo)], "output_dir": str(out / "prep")}
+    )
+    data = prepare_data(cfg, config_path, None)
     vset = ValidationSet(datasets.load_from_disk(str(data / "dataset"))["validation"], load_rubric("mmie"))
 
     def rescored(model, processor) -> dict:
-        return validation_metrics(vset.score(model, processor, max_batch_tokens=BATCH_TOKENS))
+        return validation_metrics(vset.score(model, processor, batch_tokens=BATCH_TOKENS))
 
     def name_of(config, finetune, precision) -> str:
         return f"{config.removesuffix('.yaml')}-{finetune}-{precision}"
 
     with ThreadPoolExecutor(PARALLEL) as pool:
-        futures = {run: pool.submit(_launch, *run, out / name_of(*run), data, 29600 + i,
-                                    *(["--merge"] if run[1] == "lora" else []))
-                   for i, run in enumerate(RUNS)}
+        futures = {
+            run: pool.submit(
+                _launch,
+                *run,
+                out / name_of(*run),
+                data,
+                29600 + i,
+                *(["--merge"] if run[1] == "lora" else []),
+            )
+            for i, run in enumerate(RUNS)
+        }
         results = {run: f.result() for run, f in futures.items()}
 
     rows, failed = [], []
@@ -153,11 +200,14 @@ def main() -> int:
                 model, processor, _ = load_judge(run / "judge", device="cuda", dtype="float32")
                 row["reloaded_vs_final"] = _max_diff(rescored(model, processor), final)
                 if row["reloaded_vs_final"] > TOL:
-                    problems.append(f"reloaded judge scores differ from the card: {row['reloaded_vs_final']:.2e}")
+                    problems.append(
+                        f"reloaded judge scores differ from the card: {row['reloaded_vs_final']:.2e}"
+                    )
                 del model
                 if finetune == "lora":
-                    adapted, processor = load_scorer("tiny", adapter=str(run / "judge" / "adapter"),
-                                                     device="cuda", dtype="float32")
+                    adapted, processor = load_scorer(
+                        "tiny", adapter=str(run / "judge" / "adapter"), device="cuda", dtype="float32"
+                    )
                     row["adapter_vs_final"] = _max_diff(rescored(adapted, processor), final)
                     if row["adapter_vs_final"] > TOL:
                         problems.append(f"adapter scores differ from the card: {row['adapter_vs_final']:.2e}")
@@ -166,10 +216,13 @@ def main() -> int:
                 # The Trainer's own checkpoint of the best step (its FSDP / DeepSpeed save path).
                 row["weights_vs_best_checkpoint"] = _weights_diff(
                     run / "judge" / "merged" / "model.safetensors",
-                    run / "checkpoints" / f"checkpoint-{best}" / "model.safetensors")
+                    run / "checkpoints" / f"checkpoint-{best}" / "model.safetensors",
+                )
                 if row["weights_vs_best_checkpoint"] != 0:
-                    problems.append(f"judge weights differ from checkpoint-{best}'s: "
-                                    f"{row['weights_vs_best_checkpoint']:.2e}")
+                    problems.append(
+                        f"judge weights differ from checkpoint-{best}'s: "
+                        f"{row['weights_vs_best_checkpoint']:.2e}"
+                    )
             if (config, finetune, precision) == ("fsdp.yaml", "full", "float32"):
                 ckpt = run / "checkpoints"
                 ref = _losses(ckpt / "checkpoint-6" / "trainer_state.json")
@@ -190,14 +243,35 @@ def main() -> int:
         rows.append(row)
         if problems:
             failed.append((name, problems))
-        print(f"{name:30s} {'ok  ' if row['ok'] else 'FAIL'} {secs:6.1f} s  " + "  ".join(
-            f"{k}={v:.2e}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()
-            if k in ("best_step", "final_vs_best_eval", "reloaded_vs_final", "adapter_vs_final",
-                     "weights_vs_best_checkpoint", "resume_loss_diff")), flush=True)
+        print(
+            f"{name:30s} {'ok  ' if row['ok'] else 'FAIL'} {secs:6.1f} s  "
+            + "  ".join(
+                f"{k}={v:.2e}" if isinstance(v, float) else f"{k}={v}"
+                for k, v in row.items()
+                if k
+                in (
+                    "best_step",
+                    "final_vs_best_eval",
+                    "reloaded_vs_final",
+                    "adapter_vs_final",
+                    "weights_vs_best_checkpoint",
+                    "resume_loss_diff",
+                )
+            ),
+            flush=True,
+        )
     total = time.perf_counter() - t_start
-    (out / "summary.json").write_text(json.dumps({"versions": versions, "seconds": round(total, 1), "runs": rows,
-                                                  "failed": [{"run": n, "problems": p} for n, p in failed]},
-                                                 indent=2))
+    (out / "summary.json").write_text(
+        json.dumps(
+            {
+                "versions": versions,
+                "seconds": round(total, 1),
+                "runs": rows,
+                "failed": [{"run": n, "problems": p} for n, p in failed],
+            },
+            indent=2,
+        )
+    )
     for name, problems in failed:
         print(f"\n== {name} failed:\n" + "\n".join(problems))
     print(f"\n{len(RUNS) - len(failed)} of {len(RUNS)} runs passed in {total:.0f} s; logs in {out / 'logs'}")

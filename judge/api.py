@@ -1,0 +1,209 @@
+"""The public Python API, on one screen.
+
+    from judge import Judge, score_files, train_judge, report
+
+    judge = Judge.load("runs/demo/judge")           # a judge folder, or Judge.load("tiny", rubric="mmie")
+    records = judge.score([item, ...])              # dicts or records in, typed ScoreRecords out
+    result = score_files(["preds.jsonl"], judge="runs/demo/judge", out="runs/score")   # = judge-score
+    run = train_judge("demo", output_dir="runs/mine", train={"epochs": 1})           # = judge-train
+    rep = report(human=["test.jsonl"], scores=["trained=runs/score/scores.jsonl"])   # = judge-report
+
+Each call is what the command of the same job does, with the same defaults; errors are
+:class:`~judge.core.errors.JudgeError` subclasses whose messages name fields, not flags.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from judge.core.errors import ConfigError
+from judge.core.io import parse_records
+from judge.core.rubric import Rubric
+from judge.core.schema import AnnotationRecord, PredictionRecord, ScoreRecord
+from judge.scoring.config import ScoreConfig
+from judge.scoring.engine import JudgeEngine, JudgeSpec, load_judge_model, resolve_device, resolve_judge
+from judge.scoring.inputs import annotation_as_prediction
+
+if TYPE_CHECKING:
+    from judge.eval.config import ReportConfig
+    from judge.eval.report import ReportResult
+    from judge.scoring.run import ScoreResult
+    from judge.train.config import RunConfig
+    from judge.train.trainer import TrainResult
+
+
+class Judge:
+    """A loaded judge, ready to score items in memory with the engine ``judge-score`` uses.
+
+    Scores equal what ``judge-score`` writes for the same items and options.
+    """
+
+    def __init__(self, spec: JudgeSpec, engine: JudgeEngine):
+        self.spec = spec
+        self.engine = engine
+
+    @classmethod
+    def load(
+        cls,
+        source: str | Path,
+        *,
+        rubric: str | None = None,
+        device: str = "auto",
+        dtype: str = "auto",
+        quantization: str = "card",
+        force: bool = False,
+        rationale: bool = False,
+        **engine_options: Any,
+    ) -> Judge:
+        """Load a judge folder (written by ``judge-train``), a model folder or hub id with ``rubric``,
+        or ``"tiny"`` (the seeded test model, with ``rubric``).
+
+        ``engine_options`` are the scoring settings of :class:`~judge.scoring.config.ScoreConfig`
+        (``batch_tokens``, ``batch_size``, ``share_prefix``, ``max_tokens``, ``max_new_tokens``,
+        ``chunk_size``), validated the same way.
+        """
+        known = {"batch_tokens", "batch_size", "share_prefix", "max_tokens", "max_new_tokens", "chunk_size"}
+        unknown = sorted(set(engine_options) - known)
+        if unknown:
+            raise ConfigError(
+                f"unknown option(s) {', '.join(unknown)}; scoring options are {', '.join(sorted(known))}"
+            )
+        # The same validation as judge-score's options (no input files here: items come in memory).
+        cfg = ScoreConfig(
+            inputs=["<memory>"],
+            judge=str(source),
+            rubric=rubric,
+            device=device,
+            dtype=dtype,
+            quantization=quantization,
+            force=force,
+            rationale=rationale,
+            **engine_options,
+        )
+        spec = resolve_judge(str(source), rubric, force=force, rationale=rationale, quantization=quantization)
+        model, processor = load_judge_model(spec, device=resolve_device(device), dtype=dtype)
+        engine = JudgeEngine(
+            model,
+            processor,
+            spec,
+            share_prefix=cfg.share_prefix,
+            batch_tokens=cfg.batch_tokens,
+            batch_size=cfg.batch_size,
+            max_tokens=cfg.max_tokens,
+            rationale=rationale,
+            max_new_tokens=cfg.max_new_tokens,
+            chunk_size=cfg.chunk_size,
+        )
+        return cls(spec, engine)
+
+    @property
+    def rubric(self) -> Rubric:
+        return self.spec.rubric
+
+    @property
+    def device(self) -> str:
+        """Where the model runs (``cpu``, ``cuda:0``, ...)."""
+        return str(self.engine.scorer.device)
+
+    @property
+    def dtype(self) -> str:
+        """The dtype of the model's weights (``torch.float32``, ``torch.bfloat16``, ...)."""
+        return str(next(self.engine.scorer.model.parameters()).dtype)
+
+    @property
+    def provenance(self) -> dict[str, Any]:
+        """What produced the scores: source, weight fingerprint, rubric name and hash, prompt format."""
+        return dict(self.engine.producer)
+
+    def score(
+        self,
+        items: Iterable[PredictionRecord | AnnotationRecord | Mapping[str, Any]],
+        *,
+        root: str | Path | None = None,
+    ) -> list[ScoreRecord]:
+        """Score items: one :class:`ScoreRecord` per (item, criterion) of its task family, ``overall`` last.
+
+        Dicts are validated like the lines of a prediction file (canonical or MMIE form; a dict with
+        human ``scores`` is an annotation; ``benchmark`` defaults to the rubric's name); relative image paths resolve from ``root`` (default: the
+        working directory). Unscorable items come back as records with ``status="unscorable"`` and a
+        ``reason``, never as exceptions. Records are returned in the items' order.
+        """
+        records = self._records(items, root)
+        out = self.engine.score_records(records)
+        order = {(r.benchmark, r.model, r.id): i for i, r in enumerate(records)}
+        return sorted(out, key=lambda s: order.get((s.benchmark, s.model, s.id), len(order)))
+
+    def _records(self, items, root) -> list[PredictionRecord]:
+        items = list(items)
+        where = [i for i, x in enumerate(items) if isinstance(x, Mapping)]
+        # A prediction without a benchmark is the rubric's, as the records of annotation files are.
+        parsed = dict(zip(where, parse_records(
+            [items[i] for i in where], root=root, defaults={"benchmark": self.rubric.name},
+            positions=[i + 1 for i in where],
+        ), strict=True))  # fmt: skip
+        out = []
+        for i, x in enumerate(items):
+            rec = parsed.get(i, x)
+            if isinstance(rec, AnnotationRecord):
+                rec = annotation_as_prediction(rec, self.rubric.name)
+            if not isinstance(rec, PredictionRecord):
+                raise ConfigError(
+                    f"item {i + 1} is a {type(x).__name__}; give dicts, PredictionRecord or AnnotationRecord"
+                )
+            out.append(rec)
+        return out
+
+
+def score_files(config: ScoreConfig | None = None, /, **fields: Any) -> ScoreResult:
+    """Score files as ``judge-score`` does: a :class:`ScoreConfig`, or its fields as keywords
+    (``score_files(["preds.jsonl"], judge="runs/demo/judge")``: a first positional list is ``inputs``)."""
+    from judge.scoring.run import score_files as _score_files
+
+    if isinstance(config, (list, tuple, str, Path)):
+        fields["inputs"] = [config] if isinstance(config, (str, Path)) else list(config)
+        config = None
+    cfg = config if config is not None else ScoreConfig(**fields)
+    return _score_files(cfg)
+
+
+def train_judge(
+    config: RunConfig | str | Path,
+    *,
+    resume: bool = False,
+    merge: bool = False,
+    data_dir: str | Path | None = None,
+    **overrides: Any,
+) -> TrainResult:
+    """Train a judge as ``judge-train`` does, from a :class:`~judge.train.config.RunConfig` or a
+    config name/path, with overrides as keywords: ``output_dir="runs/x"``, a section as a dict
+    (``train={"epochs": 1}``) or a dotted key (``**{"train.epochs": 1}``)."""
+    from judge.train import trainer
+
+    return trainer.train_judge(
+        config, overrides=_flatten(overrides), resume=resume, merge=merge, data_dir=data_dir
+    )
+
+
+def report(config: ReportConfig | None = None, /, **fields: Any) -> ReportResult:
+    """Build a report as ``judge-report`` does: a :class:`~judge.eval.config.ReportConfig`, or its
+    fields as keywords; returns the typed result (the data of report.json, and the files written)."""
+    from judge.eval.config import ReportConfig
+    from judge.eval.report import run_report
+
+    cfg = config if config is not None else ReportConfig(**fields)
+    return run_report(cfg)
+
+
+def _flatten(overrides: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in overrides.items():
+        if isinstance(value, Mapping):
+            flat.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+__all__ = ["Judge", "report", "score_files", "train_judge"]

@@ -1,0 +1,560 @@
+"""Loaders for annotation and prediction files, with errors that name file, line and field.
+
+Every loader reads the whole input and collects every problem it finds, so a user
+fixes a file in one pass instead of one error per run. With ``skip_invalid`` the
+bad records are skipped and listed; otherwise :class:`InvalidRecordsError` is
+raised with all of them.
+
+Formats: JSON Lines (one record per line) and JSON (an array of records, or one
+record). Records are canonical (:mod:`judge.core.schema`) or MMIE's native form
+(``question``/``answer`` lists of ``{text, image}``, ``gt_answer``), detected per
+record.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ValidationError
+
+from judge.core.atomic import atomic_write
+from judge.core.errors import JudgeError, Location, RecordError
+from judge.core.images import DEFAULT_LIMITS, ImageLimits, check_image_file, resolve_image
+from judge.core.rubric import Rubric
+from judge.core.schema import AnnotationRecord, ImageSegment, PredictionRecord
+
+RecordFormat = Literal["auto", "canonical", "mmie"]
+_MMIE_FAMILY_RE = re.compile(r"(?<![A-Za-z])(SA|PBL|MSR)(?![A-Za-z])")
+
+
+class InvalidRecordsError(JudgeError, ValueError):
+    """One or more bad records; ``errors`` lists every one of them."""
+
+    def __init__(self, errors: list[RecordError], what: str = "records", *, can_skip: bool = True):
+        self.errors = errors
+        if len(errors) == 1:  # one line: the file (and line and field) and what is wrong
+            tail = f" (fix it, or pass `skip_invalid` to skip and list invalid {what})" if can_skip else ""
+            super().__init__(f"{errors[0]}{tail}")
+            return
+        shown = "\n".join(f"  {e}" for e in errors[:20])
+        more = f"\n  ... and {len(errors) - 20} more" if len(errors) > 20 else ""
+        hint = "\nFix them, or pass `skip_invalid` to skip and list them." if can_skip else ""
+        super().__init__(f"{len(errors)} invalid {what}:\n{shown}{more}{hint}")
+
+
+@dataclass
+class ImageInfo:
+    path: str
+    width: int
+    height: int
+
+
+@dataclass
+class LoadResult:
+    """Records that passed every check, the errors of those that did not, and image facts."""
+
+    records: list[Any] = field(default_factory=list)
+    errors: list[RecordError] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
+    images: dict[str, ImageInfo] = field(default_factory=dict)
+
+
+# ----------------------------------------------------------------------------- raw reading
+
+
+def hash_file(h, path: str | Path) -> None:
+    """Feed a file's bytes to the hash object ``h`` in blocks (files may be model weights of many GB)."""
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 22), b""):
+            h.update(block)
+
+
+def file_sha256(path: str | Path) -> str:
+    """SHA-256 hex digest of a file's bytes."""
+    h = hashlib.sha256()
+    hash_file(h, path)
+    return h.hexdigest()
+
+
+def iter_json_records(path: str | Path) -> Iterator[tuple[int, Any]]:
+    """Yield ``(line, object)`` for each record of a .jsonl or .json file.
+
+    A line that is not valid JSON yields ``(line, RecordError)`` so the caller can
+    go on reading. A .json file holds an array of records (each reported at the
+    line where it starts) or a single record. A file with no record at all (empty,
+    blank lines only, or ``[]``) raises :class:`RecordError`: it is almost always the
+    wrong file, and "no problems found" would hide that.
+    """
+    n = 0
+    for n, item in enumerate(_iter_json_records(Path(path)), start=1):  # noqa: B007 - n counts
+        yield item
+    if n == 0:
+        raise RecordError(
+            "the file holds no records (it is empty, has only blank lines, or is an empty array)", file=path
+        )
+
+
+def _iter_json_records(path: Path) -> Iterator[tuple[int, Any]]:
+    if not path.exists():
+        raise JudgeError(f"{path}: file not found")
+    if not path.is_file():
+        raise JudgeError(f"{path}: is a folder, not a file of records")
+    data = path.read_bytes()
+    if data.startswith(b"\xef\xbb\xbf"):  # a UTF-8 byte-order mark, as some editors write
+        data = data[3:]
+    if path.suffix.lower() == ".json":
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise RecordError(
+                f"not UTF-8 text ({e.reason} at byte {e.start})",
+                file=path,
+                line=data.count(b"\n", 0, e.start) + 1,
+            ) from None
+        yield from _iter_json_array(path, text)
+        return
+    # Split on "\n" only: str.splitlines() would also split on U+2028/U+2029/U+0085, which JSON
+    # writers leave unescaped inside strings.
+    for lineno, raw in enumerate(data.split(b"\n"), start=1):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            yield (
+                lineno,
+                RecordError(f"not UTF-8 text ({e.reason} at column {e.start + 1})", file=path, line=lineno),
+            )
+            continue
+        if not line.strip():
+            continue
+        try:
+            yield lineno, json.loads(line)
+        except json.JSONDecodeError as e:
+            yield (
+                lineno,
+                RecordError(
+                    f"not valid JSON ({e.msg} at column {e.colno}); each line must be one JSON object",
+                    file=path,
+                    line=lineno,
+                ),
+            )
+
+
+def _iter_json_array(path: Path, text: str) -> Iterator[tuple[int, Any]]:
+    """Records of a .json file, each with the line it starts on; the syntax between them is checked strictly."""
+    decoder = json.JSONDecoder()
+
+    def line_at(pos: int) -> int:
+        return text.count("\n", 0, pos) + 1
+
+    def fail(msg: str, pos: int):
+        raise RecordError(f"not valid JSON ({msg})", file=path, line=line_at(pos))
+
+    def decode(pos: int) -> tuple[Any, int]:
+        try:
+            return decoder.raw_decode(text, pos)
+        except json.JSONDecodeError as e:
+            # Inside one document we cannot resynchronise reliably: report and stop.
+            raise RecordError(
+                f"not valid JSON ({e.msg} at column {e.colno})", file=path, line=e.lineno
+            ) from None
+
+    pos = _skip_ws(text, 0)
+    if pos == len(text):
+        fail("the file is empty; expected an array of records or one record", pos)
+    if text[pos] != "[":
+        obj, after = decode(pos)
+        rest = _skip_ws(text, after)
+        if rest < len(text):
+            fail(
+                "extra data after the first record; use .jsonl for one record per line, or a [...] array",
+                rest,
+            )
+        yield line_at(pos), obj
+        return
+    pos = _skip_ws(text, pos + 1)
+    end = pos + 1 if text[pos : pos + 1] == "]" else None  # an empty array
+    while end is None:
+        if pos >= len(text):
+            fail("the array is never closed with ']'", pos)
+        start = pos
+        obj, pos = decode(start)
+        yield line_at(start), obj
+        pos = _skip_ws(text, pos)
+        sep = text[pos : pos + 1]  # "" at the end of the text
+        if sep == "]":
+            end = pos + 1
+        elif sep != ",":
+            fail("expected ',' or ']' between records" if sep else "the array is never closed with ']'", pos)
+        else:
+            pos = _skip_ws(text, pos + 1)
+            if text[pos : pos + 1] == "]":
+                fail("trailing comma before ']'", pos)
+    if _skip_ws(text, end) < len(text):
+        fail("extra data after the closing ']'", _skip_ws(text, end))
+
+
+def _skip_ws(text: str, pos: int) -> int:
+    while pos < len(text) and text[pos] in " \t\r\n":
+        pos += 1
+    return pos
+
+
+# ----------------------------------------------------------------------------- conversion
+
+
+def is_mmie_native(obj: dict) -> bool:
+    return isinstance(obj, dict) and "answer" in obj and "question" in obj and "response" not in obj
+
+
+def mmie_family(record_id: str) -> str | None:
+    """MMIE ids carry their category (SA, PBL or MSR) as a token, e.g. ``"PBL_12_3"``."""
+    m = _MMIE_FAMILY_RE.search(record_id)
+    return m.group(1) if m else None
+
+
+def from_mmie(obj: dict, kind: Literal["annotation", "prediction"]) -> dict:
+    """Map an MMIE native record onto the canonical dict (not yet validated)."""
+    out = {k: v for k, v in obj.items() if k not in ("answer", "gt_answer")}
+    out["response"] = obj.get("answer")
+    if obj.get("gt_answer") not in (None, "", []):
+        out["reference"] = obj["gt_answer"]
+    rid = str(obj.get("id", ""))
+    if "task" not in out:
+        fam = mmie_family(rid)
+        if fam is not None:
+            out["task"] = fam
+    if kind == "prediction":
+        out.setdefault("benchmark", "mmie")
+    # MMIE files carry fields of their own (category, field, ...): keep them under meta.
+    model = AnnotationRecord if kind == "annotation" else PredictionRecord
+    extra = {k: out.pop(k) for k in list(out) if k not in model.model_fields}
+    if extra:
+        out["meta"] = {**(out.get("meta") or {}), **extra}
+    return out
+
+
+def pydantic_errors(e: ValidationError, loc: Location) -> list[RecordError]:
+    out = []
+    for err in e.errors():
+        fld = ".".join(str(x) for x in err["loc"]) or None
+        msg = err["msg"]
+        if err["type"] == "missing":
+            msg = "required field is missing"
+        elif err["type"] == "extra_forbidden":
+            msg = f"unknown field (value {err.get('input')!r:.60}); put extra data under 'meta'"
+        elif "input" in err:
+            msg = f"{msg} (got {err['input']!r:.80})"
+        out.append(RecordError(msg, file=loc.file, line=loc.line, field=fld, record_id=loc.record_id))
+    return out
+
+
+def _content_fields(rec: BaseModel) -> Iterable[tuple[str, list]]:
+    for name in ("question", "reference", "response"):
+        content = getattr(rec, name, None)
+        if content:
+            yield name, content
+
+
+# ----------------------------------------------------------------------------- loaders
+
+
+def load_annotations(
+    paths: str | Path | Iterable[str | Path],
+    *,
+    rubric: Rubric | None = None,
+    root: str | Path | None = None,
+    allow_urls: bool = False,
+    check_images: bool = True,
+    image_limits: ImageLimits = DEFAULT_LIMITS,
+    skip_invalid: bool = False,
+    collect: bool = False,
+    format: RecordFormat = "auto",
+) -> LoadResult:
+    """Read, validate and resolve annotation records from one or more files.
+
+    Checks the schema, duplicate ids across all files, (with a rubric) the task
+    family, criteria and scale, and every image (resolved inside ``root`` or the
+    file's folder; opened and fully decoded when ``check_images``). Image
+    references in the returned records are absolute paths.
+
+    Raises :class:`InvalidRecordsError` listing every bad record, unless
+    ``skip_invalid`` (skip them) or ``collect`` (return them in ``errors``).
+    """
+    return _load(
+        paths,
+        AnnotationRecord,
+        "annotation",
+        rubric=rubric,
+        root=root,
+        allow_urls=allow_urls,
+        check_images=check_images,
+        image_limits=image_limits,
+        skip_invalid=skip_invalid,
+        collect=collect,
+        format=format,
+    )
+
+
+def load_predictions(
+    paths: str | Path | Iterable[str | Path],
+    *,
+    root: str | Path | None = None,
+    allow_urls: bool = False,
+    check_images: bool = False,
+    image_limits: ImageLimits = DEFAULT_LIMITS,
+    skip_invalid: bool = False,
+    collect: bool = False,
+    format: RecordFormat = "auto",
+) -> LoadResult:
+    """Read and validate prediction records (input of ``judge-score``); see :func:`load_annotations`.
+
+    Images are resolved (and refused outside their root) but, by default, opened
+    only when scored, where a bad one makes that item unscorable, not the run fail.
+    """
+    return _load(
+        paths,
+        PredictionRecord,
+        "prediction",
+        rubric=None,
+        root=root,
+        allow_urls=allow_urls,
+        check_images=check_images,
+        image_limits=image_limits,
+        skip_invalid=skip_invalid,
+        collect=collect,
+        format=format,
+    )
+
+
+def _load(
+    paths, model, kind, *, rubric, root, allow_urls, check_images, image_limits, skip_invalid, collect, format
+) -> LoadResult:
+    if isinstance(paths, (str, Path)):
+        paths = [paths]
+    result = LoadResult()
+    seen: dict[str, Location] = {}
+    for path in paths:
+        path = Path(path)
+        result.files.append(str(path))
+        base_dir = path.parent
+        try:
+            for line, obj in iter_json_records(path):
+                if isinstance(obj, RecordError):
+                    result.errors.append(obj)
+                    continue
+                _add_record(
+                    result, obj, model, kind, path, line, format, seen, rubric,
+                    base_dir, root, allow_urls, check_images, image_limits,
+                )  # fmt: skip
+        except RecordError as e:  # a whole-file problem (broken JSON array)
+            result.errors.append(e)
+    if result.errors and not (skip_invalid or collect):
+        raise InvalidRecordsError(result.errors, f"{kind} records")
+    return result
+
+
+def parse_records(
+    objs: Sequence[Any],
+    kind: Literal["annotation", "prediction", "auto"] = "auto",
+    *,
+    root: str | Path | None = None,
+    source: str = "items",
+    defaults: Mapping[str, Any] | None = None,
+    positions: Sequence[int] | None = None,
+) -> list[AnnotationRecord | PredictionRecord]:
+    """Validate in-memory records (dicts in the canonical or MMIE form) as the file loaders do.
+
+    ``kind="auto"``: a dict with human ``scores`` is an annotation, any other a prediction;
+    ``defaults`` fill a prediction's missing fields. Relative image paths resolve from ``root``
+    (default: the working directory) and may not leave it. Errors name ``source``, the item's
+    1-based position (``positions[i]`` when given), the field and the record id; all of them are
+    collected and raised together as :class:`InvalidRecordsError`.
+    """
+    result = LoadResult()
+    seen: dict = {}
+    base_dir = Path(root) if root is not None else Path.cwd()
+    for n, obj in enumerate(objs):
+        line = positions[n] if positions is not None else n + 1
+        is_ann = kind == "annotation" or (kind == "auto" and isinstance(obj, Mapping) and "scores" in obj)
+        if not is_ann and isinstance(obj, Mapping) and defaults:
+            obj = {**defaults, **obj}
+        model, what = (AnnotationRecord, "annotation") if is_ann else (PredictionRecord, "prediction")
+        _add_record(
+            result,
+            obj,
+            model,
+            what,
+            source,
+            line,
+            "auto",
+            seen,
+            None,
+            base_dir,
+            root,
+            False,
+            False,
+            DEFAULT_LIMITS,
+        )
+    if result.errors:
+        raise InvalidRecordsError(result.errors, "records", can_skip=False)
+    return result.records
+
+
+def _add_record(
+    result,
+    obj,
+    model,
+    kind,
+    path,
+    line,
+    format,
+    seen,
+    rubric,
+    base_dir,
+    root,
+    allow_urls,
+    check_images,
+    limits,
+) -> None:
+    """Validate one record (schema, duplicate id, rubric, images) into ``result``: the record, or its errors.
+    The one path of the file loaders and of :func:`parse_records`."""
+    rec, errs = _validate_one(obj, model, kind, path, line, format)
+    if rec is not None:
+        errs += _check_duplicate(rec, seen, path, line)
+        if rubric is not None and kind == "annotation":
+            errs += check_against_rubric(rec, rubric)
+        errs += _resolve_images(rec, base_dir, root, allow_urls, check_images, limits, result)
+    if errs:
+        result.errors.extend(errs)
+    else:
+        result.records.append(rec)
+
+
+def _validate_one(obj, model, kind, path, line, format):
+    rid = str(obj["id"]) if isinstance(obj, dict) and obj.get("id") is not None else None
+    loc = Location(str(path), line, rid)
+    if not isinstance(obj, dict):
+        return None, [RecordError(f"expected a JSON object, got {type(obj).__name__}", file=path, line=line)]
+    if format == "mmie" or (format == "auto" and is_mmie_native(obj)):
+        obj = from_mmie(obj, kind)
+    try:
+        rec = model.model_validate(obj)
+    except ValidationError as e:
+        return None, pydantic_errors(e, loc)
+    rec._source = loc
+    return rec, []
+
+
+def _check_duplicate(rec, seen: dict, path, line) -> list[RecordError]:
+    # Predictions of several models share the benchmark's item ids, so their key is (model, id).
+    per_model = isinstance(rec, PredictionRecord)
+    key = (rec.model, rec.id) if per_model else rec.id
+    first = seen.get(key)
+    if first is not None:
+        whose = f" for model {rec.model!r}" if per_model else ""
+        return [
+            RecordError(
+                f"duplicate id {rec.id!r}{whose}; first seen at {first.file}:{first.line}",
+                file=path,
+                line=line,
+                field="id",
+                record_id=rec.id,
+            )
+        ]
+    seen[key] = Location(str(path), line, rec.id)
+    return []
+
+
+def check_against_rubric(rec: AnnotationRecord, rubric: Rubric) -> list[RecordError]:
+    """Family known, every scored criterion known to the family, every score on the scale."""
+    loc = rec._source or Location(record_id=rec.id)
+
+    def err(msg: str, fld: str) -> RecordError:
+        return RecordError(msg, file=loc.file, line=loc.line, field=fld, record_id=rec.id)
+
+    if rec.task not in rubric.families:
+        return [
+            err(
+                f"unknown task family {rec.task!r}; rubric {rubric.name!r} has {sorted(rubric.families)}",
+                "task",
+            )
+        ]
+    family = rubric.families[rec.task]
+    allowed = family.criterion_ids
+    lo, hi = rubric.scale.min, rubric.scale.max
+    errs = []
+    for annotator, crit_scores in rec.scores.items():
+        for crit, value in crit_scores.items():
+            fld = f"scores.{annotator}.{crit}"
+            if crit not in allowed:
+                errs.append(
+                    err(
+                        f"unknown criterion {crit!r} for family {rec.task}; allowed: {', '.join(allowed)}",
+                        fld,
+                    )
+                )
+            elif not lo <= value <= hi:
+                errs.append(err(f"score {value} is off the scale {lo}..{hi}", fld))
+    if family.uses_reference and not rec.reference:
+        errs.append(
+            err(
+                f"family {rec.task} shows the reference answer to the judge, but the record has none",
+                "reference",
+            )
+        )
+    return errs
+
+
+def _resolve_images(
+    rec, base_dir, root, allow_urls, check_images, limits, result: LoadResult
+) -> list[RecordError]:
+    loc = rec._source
+    errs = []
+    for name, content in _content_fields(rec):
+        for i, seg in enumerate(content):
+            if not isinstance(seg, ImageSegment):
+                continue
+            fld = f"{name}[{i}].image"
+            try:
+                resolved = resolve_image(seg.image, base_dir, root=root, allow_urls=allow_urls)
+                if check_images and resolved not in result.images:
+                    w, h = check_image_file(resolved, limits)
+                    result.images[resolved] = ImageInfo(resolved, w, h)
+            except JudgeError as e:
+                errs.append(RecordError(str(e), file=loc.file, line=loc.line, field=fld, record_id=rec.id))
+                continue
+            seg.image = resolved
+    return errs
+
+
+# ----------------------------------------------------------------------------- views
+
+
+def write_jsonl(path: str | Path, rows: Iterable[dict | BaseModel]) -> None:
+    """Write rows as JSON Lines atomically (a temporary file renamed into place)."""
+    with atomic_write(path) as f:
+        for row in rows:
+            if isinstance(row, BaseModel):
+                row = row.model_dump(mode="json", exclude_none=False)
+            f.write(json.dumps(row, ensure_ascii=False) + "\n")
+
+
+__all__ = [
+    "InvalidRecordsError",
+    "LoadResult",
+    "ImageInfo",
+    "iter_json_records",
+    "load_annotations",
+    "load_predictions",
+    "check_against_rubric",
+    "write_jsonl",
+    "from_mmie",
+    "is_mmie_native",
+    "mmie_family",
+]

@@ -1,0 +1,139 @@
+"""The settings of one report (``judge-report``): :class:`ReportConfig`, and the score files it compares
+(:class:`ScoreSpec`).
+
+The command's options are generated from these fields (``judge/cli/report.py``), as for
+:class:`judge.scoring.config.ScoreConfig`: one name, one default and one description per setting;
+`field` in backticks names another setting (the command shows its flag).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from judge.core.errors import ConfigError
+from judge.core.settings import PathText, Settings
+
+_SCORER_NAME = re.compile(r"[A-Za-z0-9_.:+-]+")
+
+
+@dataclass
+class ScoreSpec:
+    """A score file under a scorer name: ``NAME=FILE`` (or ``FILE``, named by its stem)."""
+
+    name: str
+    path: str
+
+    @classmethod
+    def parse(cls, text: str) -> ScoreSpec:
+        if "=" in text:
+            name, path = text.split("=", 1)
+        else:
+            name, path = Path(text).stem, text
+        name = name.strip()
+        if not name or not path:
+            raise ConfigError(
+                f"`scores` {text!r}: expected NAME=FILE, e.g. `scores` judge=runs/demo/score/scores.jsonl"
+            )
+        if not _SCORER_NAME.fullmatch(name):
+            raise ConfigError(f"`scores` {text!r}: a scorer name may use letters, digits and _ . : + - only")
+        return cls(name, path)
+
+
+class ReportConfig(Settings):
+    """Every setting of ``judge-report``: ``ReportConfig(human=["test.jsonl"], scores=["judge=scores.jsonl"])``.
+    A bad value is a ConfigError naming the field."""
+
+    human: list[PathText] = Field(
+        description="annotation records with human scores (.jsonl/.json); repeatable",
+        json_schema_extra={"metavar": "FILE"},
+    )
+    scores: list[ScoreSpec] = Field(
+        [],
+        description="a score file (ScoreRecord JSONL) under a scorer name; repeatable (at least one, "
+        "unless `clip_model`)",
+        json_schema_extra={"metavar": "NAME=FILE"},
+    )
+    rubric: PathText = Field("mmie", description="rubric name in rubrics/ or a YAML path (default: mmie)")
+    root: PathText | None = Field(
+        None,
+        description="resolve the human files' relative image paths from this folder (default: each file's "
+        "folder)",
+    )
+    out: PathText = Field("runs/report", description="output folder (default: runs/report)")
+    clip_model: PathText | None = Field(
+        None,
+        description="also compute CLIPScore on the human file's responses with this CLIP checkpoint (folder, "
+        "hub id, or 'tiny' for the seeded random tiny CLIP); written to OUT/clipscore.jsonl and "
+        "reported as scorer 'clipscore'",
+        json_schema_extra={"metavar": "PATH|tiny"},
+    )
+    clip_pairing: Literal["neighbour", "whole"] = Field(
+        "neighbour",
+        description="CLIPScore image-text pairs: each image with the text just before it (neighbour, "
+        "default) or with the whole response text",
+    )
+    clip_batch_size: int = Field(
+        32, ge=1, description="CLIPScore pairs per forward pass", json_schema_extra={"flag": None}
+    )
+    device: str = Field("cpu", description="device for `clip_model` (default: cpu)")
+    bootstrap: int = Field(
+        1000,
+        ge=1,
+        description="bootstrap resamples of questions (default: 1000)",
+        json_schema_extra={"metavar": "N"},
+    )
+    seed: int = Field(0, ge=0, description="seed of the bootstrap (default: 0)")
+    title: str = Field("Judge agreement with human scores", description="the report's title")
+    note: str | None = Field(
+        None, description="a sentence placed at the top of the report", json_schema_extra={"metavar": "TEXT"}
+    )
+    criteria: list[str] | None = Field(
+        None,
+        description="compare only these criteria ('overall', a criterion id); repeatable (default: all)",
+        json_schema_extra={"flag": "--criterion", "metavar": "ID"},
+    )
+    on_scale: list[str] = Field(
+        [],
+        description="treat scorer NAME as scoring on the rubric scale (judges are detected by themselves); "
+        "repeatable",
+        json_schema_extra={"metavar": "NAME"},
+    )
+
+    @field_validator("human")
+    @classmethod
+    def _some_human_file(cls, v: list[str]) -> list[str]:
+        if not v:
+            raise ValueError(
+                "no human file: give `human` FILE (annotation records, e.g. runs/demo/data/splits/test.jsonl)"
+            )
+        return v
+
+    @field_validator("scores", mode="before")
+    @classmethod
+    def _parse_scores(cls, v: Any) -> Any:
+        # NAME=FILE text, as the command line gives it, or ScoreSpec objects.
+        return (
+            [ScoreSpec.parse(s) if isinstance(s, str) else s for s in v] if isinstance(v, list | tuple) else v
+        )
+
+    @model_validator(mode="after")
+    def _scorers(self) -> ReportConfig:
+        if not self.scores and not self.clip_model:
+            raise ValueError("nothing to compare: give at least one `scores` NAME=FILE, or `clip_model`")
+        names = [s.name for s in self.scores] + (["clipscore"] if self.clip_model else [])
+        dup = sorted(n for n, c in Counter(names).items() if c > 1)
+        if dup:
+            raise ValueError(
+                f"scorer name(s) used twice: {', '.join(dup)}; give each `scores` a different NAME"
+                + (" ('clipscore' is taken by `clip_model`)" if "clipscore" in dup else "")
+            )
+        return self
+
+
+__all__ = ["ReportConfig", "ScoreSpec"]

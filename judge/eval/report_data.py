@@ -1,0 +1,286 @@
+"""The data of a report, as ``report.json`` holds it: typed models that :func:`judge.eval.report.build_report`
+fills and the document, the plots and ``judge-report``'s printout read.
+
+``report.json`` is :meth:`ReportData.to_json` (field order is the file's key order); :func:`load_report`
+reads one back. Correlations are ``pearson``, ``spearman`` and ``kendall`` (``judge.eval.bootstrap.STATS``);
+:meth:`ScorerStats.stat` and friends look one up by that name.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ValidationError
+
+from judge.core.errors import JudgeError, format_validation_error
+from judge.core.schema import StrictModel
+
+SliceKind = Literal["criterion", "family", "model", "pooled"]
+
+
+class _Data(StrictModel):
+    """Every key is known: a misspelt field when building a report is an error, not a new key in the file."""
+
+
+class Interval(_Data):
+    """A statistic with its 95% percentile interval (None: undefined, or too few defined resamples)."""
+
+    value: float | None
+    ci: list[float] | None
+    n_valid: int  #: resamples where the statistic was defined
+
+
+class AnnotatorAgreement(_Data):
+    """One annotator against the mean of the others."""
+
+    n: int
+    pearson: float | None
+    spearman: float | None
+    kendall: float | None
+
+
+class LeaveOneOut(_Data):
+    """Leave-one-annotator-out correlations, averaged over annotators."""
+
+    n_annotators: int
+    pearson: Interval
+    spearman: Interval
+    kendall: Interval
+    per_annotator: dict[str, AnnotatorAgreement]
+
+    def stat(self, name: str) -> Interval:
+        return _stat(self, name, Interval)
+
+
+class Ceiling(_Data):
+    """What the annotators reach among themselves on a slice: the human ceiling."""
+
+    n_items: int
+    n_items_multi: int  #: items with two or more annotators
+    alpha_interval: float | None  #: Krippendorff's alpha
+    alpha_ordinal: float | None
+    loao: LeaveOneOut
+
+
+class Pairwise(_Data):
+    """Pairwise ranking accuracy over pairs of responses to one question that humans scored differently."""
+
+    accuracy: float | None
+    n_pairs: int
+    n_scorer_ties: int
+    n_human_ties: int
+
+
+class ScorerStats(_Data):
+    """One scorer on one slice."""
+
+    n: int  #: items scored
+    n_expected: int  #: the slice's human items of the criteria and families the scorer scores
+    n_unscorable: int
+    n_missing: int
+    n_questions: int
+    pearson: Interval
+    spearman: Interval
+    kendall: Interval
+    mae: float | None  #: None for a scorer off the rubric scale (also mse, qwk, within1)
+    mse: float | None
+    qwk: float | None
+    within1: float | None
+    pairwise: Pairwise
+    small_n: bool  #: fewer than SMALL_N items or questions: the interval is too rough to lean on
+
+    def stat(self, name: str) -> Interval:
+        return _stat(self, name, Interval)
+
+
+class SliceReport(_Data):
+    """A slice of the human items (a criterion; a family or a responding model on the overall score;
+    everything pooled): its human ceiling and every scorer that has an item there."""
+
+    key: str  #: ``kind:label``
+    kind: SliceKind
+    label: str
+    title: str
+    n_items: int
+    n_questions: int
+    ceiling: Ceiling
+    scorers: dict[str, ScorerStats]
+
+
+class PairedStat(_Data):
+    """Scorer A minus scorer B on one correlation, on the same items and resamples."""
+
+    a: float | None
+    b: float | None
+    diff: float | None
+    ci: list[float] | None
+    p: float | None
+    n_valid: int
+
+
+class PairedComparison(_Data):
+    slice: str  #: the slice's key
+    a: str
+    b: str
+    n: int
+    n_questions: int
+    small_n: bool
+    pearson: PairedStat
+    spearman: PairedStat
+    kendall: PairedStat
+
+    def stat(self, name: str) -> PairedStat:
+        return _stat(self, name, PairedStat)
+
+
+class UnscorableReason(_Data):
+    reason: str
+    count: int
+
+
+class Coverage(_Data):
+    """How a score file's records met the human items (see :func:`judge.eval.matching.match_scorer`)."""
+
+    records: int
+    expected: int
+    scored: int
+    unscorable: int
+    missing: int
+    coverage: float | None
+    responses_scored: int
+    criteria_scored: list[str]
+    criteria_not_scored: list[str]
+    families_scored: list[str]
+    families_not_scored: list[str]
+    unknown_ids: int
+    unknown_id_examples: list[str]
+    unknown_criterion: int
+    unknown_criterion_examples: list[str]
+    filtered: int
+    missing_examples: list[str]
+    unscorable_reasons: list[UnscorableReason]
+
+
+class ScorerInfo(_Data):
+    name: str
+    file: str
+    metric: str
+    on_scale: bool
+    scale_note: str  #: why the scorer is (or is not) taken to be on the rubric scale
+    coverage: Coverage
+    warnings: list[str]
+    producer: dict[str, Any] | None  #: the producer block of its first matched record
+
+
+class RubricInfo(_Data):
+    name: str
+    hash: str
+    scale: list[int]  #: min, max
+
+
+class HumanSummary(_Data):
+    files: list[str]
+    responses: int
+    questions: int
+    items: int
+    annotators: list[str]
+    criteria: list[str]
+    families: dict[str, int]  #: responses per task family
+    models: dict[str, int]  #: responses per responding model
+    mean_annotators_per_item: float | None
+
+
+class ClipSettings(_Data):
+    model: str
+    pairing: str
+
+
+class ReportSettings(_Data):
+    bootstrap: int
+    seed: int
+    interval: str
+    criteria: list[str] | None
+    small_n: int
+    clip: ClipSettings | None = None  #: the CLIPScore run, when the report computed one
+
+
+class ReportData(_Data):
+    """Everything a report computed; ``report.json`` is :meth:`to_json`."""
+
+    title: str
+    note: str | None
+    created: str
+    rubric: RubricInfo
+    human: HumanSummary
+    settings: ReportSettings
+    scorers: list[ScorerInfo]
+    main: str  #: the key of the main slice (overall, else all criteria pooled)
+    slices: list[SliceReport]
+    paired: list[PairedComparison]
+    warnings: list[str]
+    definitions: list[str]
+    elapsed_s: float | None = None
+    plots: dict[str, str] = {}  #: plot kind -> file name beside report.json
+
+    @property
+    def main_slice(self) -> SliceReport:
+        return self.slice(self.main)
+
+    def slice(self, key: str) -> SliceReport:
+        """The slice with this key (``criterion:overall``, ``pooled:all criteria``, ...)."""
+        for s in self.slices:
+            if s.key == key:
+                return s
+        raise KeyError(f"no slice {key!r} in the report; slices: {', '.join(s.key for s in self.slices)}")
+
+    def slices_of(self, kind: SliceKind) -> list[SliceReport]:
+        return [s for s in self.slices if s.kind == kind]
+
+    def to_json(self) -> dict[str, Any]:
+        """The content of ``report.json``: strict JSON, a non-finite number written as null."""
+        return _finite(self.model_dump(mode="json"))
+
+
+def load_report(path: str | Path) -> ReportData:
+    """Read a ``report.json`` back (e.g. to compare two runs); a damaged one is an error naming the field."""
+    path = Path(path)
+    try:
+        return ReportData.model_validate(json.loads(path.read_text(encoding="utf-8")))
+    except json.JSONDecodeError as e:
+        raise JudgeError(f"{path}: not valid JSON ({e})") from None
+    except ValidationError as e:
+        raise JudgeError(f"{path}: not a report.json:\n{format_validation_error(e)}") from None
+
+
+def _stat(model: BaseModel, name: str, kind: type[Any]) -> Any:
+    value = getattr(model, name, None)
+    if not isinstance(value, kind):
+        raise KeyError(f"unknown statistic {name!r}; one of pearson, spearman, kendall")
+    return value
+
+
+def _finite(obj: Any) -> Any:
+    # pydantic's JSON mode keeps NaN and inf as floats; report.json has null there.
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_finite(v) for v in obj]
+    return obj
+
+
+__all__ = [
+    "Ceiling",
+    "Coverage",
+    "Interval",
+    "PairedComparison",
+    "ReportData",
+    "ScorerInfo",
+    "ScorerStats",
+    "SliceReport",
+    "load_report",
+]

@@ -1,0 +1,36 @@
+"""Scoring at scale: the engine behind ``judge-score``.
+
+* :mod:`.config`: :class:`ScoreConfig`, every setting of a run (the command's options are made from it);
+* :mod:`.engine`: load a judge (card or plain model + rubric), build the prompts with the
+  training template, score with :class:`judge.models.readout.ExpectedScorer`, unscorable items;
+* :mod:`.inputs`: prediction files of every supported format, and annotation files;
+* :mod:`.output`: ``scores.jsonl`` appended per batch with fsync, resume, shard parts and merge;
+* :mod:`.summary`: judge means per benchmark/task/model, the metrics' rows, ``summary.{md,csv,json}``;
+* :mod:`.run`: one run end to end (:func:`score_files`), sharded under ``accelerate launch``.
+
+Names are imported on first use: the command builds its options from :mod:`.config` without loading
+torch (the engine's modules do).
+"""
+
+from importlib import import_module
+from typing import Any
+
+_EXPORTS = {
+    "JudgeEngine": "engine",
+    "JudgeSpec": "engine",
+    "load_judge_model": "engine",
+    "resolve_judge": "engine",
+    "ScoreConfig": "config",
+    "ScoreResult": "run",
+    "score_files": "run",
+    "ScoreStore": "output",
+    "record_key": "output",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        return getattr(import_module(f".{_EXPORTS[name]}", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,138 @@
+"""The settings of one scoring run (``judge-score``): :class:`ScoreConfig`.
+
+One name and one default per setting. The command's options are generated from these fields
+(``judge/cli/score.py``): a field ``batch_tokens`` is the flag ``--batch-tokens``, its description
+the help text, a ``Literal`` its choices. A description or an error names another setting as
+`field` in backticks; the command shows it as that setting's flag.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from judge.core.settings import PathText, Settings
+from judge.models import BATCH_TOKENS
+from judge.scoring.inputs import input_formats
+
+
+class ScoreConfig(Settings):
+    """Every setting of ``judge-score``; the CLI fills it from its options, a library user by keywords:
+    ``ScoreConfig(inputs=["preds.jsonl"], judge="runs/demo/judge")``. A bad value is a ConfigError
+    naming the field."""
+
+    inputs: list[PathText] = Field(
+        min_length=1,
+        description="prediction files (canonical JSONL, MMIE JSON, MileBench pred.json, "
+        "MMRA rows) or annotation files (records with human 'scores')",
+    )
+    judge: PathText | None = Field(
+        None,
+        description="a judge folder (with judge_card.json), or a plain model folder / hub id / "
+        "'tiny' together with `rubric`",
+    )
+    rubric: PathText | None = Field(
+        None,
+        description="rubric name in rubrics/ or a YAML path (default: the one the judge card names; "
+        "mmie without a judge)",
+    )
+    force: bool = Field(False, description="score even when the rubric's hash differs from the judge card's")
+    out: PathText = Field("runs/score", description="output folder (default runs/score)")
+    overwrite: bool = Field(False, description="start afresh in `out` instead of resuming")
+    skip_invalid: bool = Field(
+        False, description="skip invalid records (listed in the summary) instead of stopping"
+    )
+    # Not a Literal: a benchmark plugin adds its format (the command reads the choices from the registry).
+    format: str = Field("auto", description="input format (default auto: detected per file)")
+    dataset_file: PathText | None = Field(
+        None, description="MileBench dataset file <ds>.json (or a folder of them) for pred.json inputs"
+    )
+    root: PathText | None = Field(
+        None, description="resolve relative image paths from this folder instead of each file's folder"
+    )
+    metric_mode: Literal["official", "strict", "both"] = Field(
+        "both",
+        description="rule-based metrics: the benchmark's own scoring, the toolkit's fixed extraction, or "
+        "both (default)",
+    )
+    no_judge: bool = Field(
+        False, description="rule-based metrics only; items that need the judge are counted as not scored"
+    )
+    rationale: bool = Field(
+        False,
+        description="let the judge write a rationale before its score (one "
+        "prompt at a time; the score is still read from the distribution)",
+    )
+    max_new_tokens: int = Field(256, ge=1, description="rationale length limit (default 256)")
+    device: str = Field("auto", description="cpu, cuda, cuda:1, ... (default auto: CUDA when available)")
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
+        "auto", description="weights' dtype (auto: bfloat16 on GPU, float32 on CPU)"
+    )
+    quantization: Literal["card", "none", "4bit", "8bit"] = Field(
+        "card",
+        description="how to load the judge's base: card (default: as the judge was trained, so a QLoRA judge "
+        "is scored on its 4-bit base), none, 4bit or 8bit (bitsandbytes); overriding the card warns",
+    )
+    batch_tokens: int = Field(
+        BATCH_TOKENS,
+        ge=1,
+        description=f"tokens per forward pass, padding included (default {BATCH_TOKENS})",
+    )
+    batch_size: int = Field(
+        16,
+        ge=1,
+        description="responses (each with all its criterion prompts) per forward pass, at most (default 16)",
+    )
+    share_prefix: bool = Field(
+        True,
+        description="compute each response's shared prefix once for all its criterion prompts (off: run "
+        "every criterion prompt in full)",
+        json_schema_extra={
+            "flag": "--no-share-prefix",
+            "flag_help": "run every criterion prompt in full instead of computing the response's shared "
+            "prefix once",
+        },
+    )
+    max_tokens: int | None = Field(
+        None,
+        ge=1,
+        description="context budget of one prompt; longer items get fewer image "
+        "tiles, then are unscorable (default: the model's max positions, else 32768)",
+    )
+    limit: int | None = Field(None, ge=1, description="score only the first N records (in input order)")
+    baseline: Literal["clipscore"] | None = Field(
+        None, description="also write a baseline's scores (CLIPScore)"
+    )
+    clip_model: PathText | None = Field(
+        None, description="CLIP model folder, hub id or 'tiny' for `baseline` clipscore"
+    )
+    chunk_size: int = Field(
+        256,
+        ge=1,
+        description="records encoded at a time (their images' pixels are held until scored)",
+        json_schema_extra={"flag": None},
+    )
+    progress: bool = Field(
+        True,
+        description="show a progress bar",
+        json_schema_extra={"flag": "--no-progress", "flag_help": "no progress bar"},
+    )
+
+    @field_validator("format")
+    @classmethod
+    def _known_format(cls, v: str) -> str:
+        if v not in input_formats():
+            raise ValueError(f"`format` {v!r} is not one of {', '.join(input_formats())}")
+        return v
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ScoreConfig:
+        if self.no_judge and self.judge:
+            raise ValueError("`no_judge` and `judge` exclude each other")
+        if self.baseline == "clipscore" and not self.clip_model:
+            raise ValueError("`baseline` clipscore needs `clip_model` PATH (or tiny)")
+        return self
+
+
+__all__ = ["ScoreConfig"]

@@ -1,0 +1,457 @@
+"""The judge side of ``judge-score``: load a judge, turn records into score requests, score them.
+
+Loading (:func:`resolve_judge`, then :func:`load_judge_model`). ``--judge`` is a judge folder
+written by ``judge-train`` (it has ``judge_card.json``: base model, rubric name and hash, target
+format) or a plain model folder / hub id / ``tiny`` together with ``--rubric``. A rubric whose
+hash differs from the card's is refused unless forced: the judge would be asked questions it
+was not trained on.
+
+Scoring (:class:`JudgeEngine`). Each record becomes one :class:`~judge.models.readout.ScoreRequest`
+holding one prompt per criterion of its task family (the criteria, then ``overall``), built by
+:func:`judge.core.template.build_judge_prompt`, the function training uses. The requests go to
+:class:`~judge.models.readout.ExpectedScorer` (sorting by length, token-budget batches, left
+padding, shared prefix): one forward pass per (response, criterion), reading the expected score,
+argmax and distribution at the score token. ``rationale`` generates a rationale first and still
+reads the score from the distribution (:meth:`ExpectedScorer.score_with_rationale`).
+
+An item that cannot be scored is written, never dropped and never a 0: one record per criterion
+with ``score: null``, ``status: "unscorable"``, a ``reason`` and ``details.reason_code``:
+
+* ``image``: an image is missing, corrupt, too large or not a local file;
+* ``too_long``: the prompt is over the context budget (``max_tokens``) even with one image tile;
+* ``unknown_family``: the record's task is not a family of the rubric (one ``overall`` record);
+* ``encode``: the processor could not encode the prompt;
+* ``non_finite``: the model's scale distribution is NaN or inf (its weights or the dtype overflowed).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from judge.core.errors import ConfigError, ImageError, JudgeError
+from judge.core.images import DEFAULT_LIMITS, ImageLimits, open_image
+from judge.core.rubric import OVERALL, Rubric, load_rubric
+from judge.core.schema import PredictionRecord, ScoreRecord
+from judge.core.template import TargetFormat, build_judge_prompt
+from judge.models import BATCH_TOKENS
+from judge.models.card import JudgeCard
+from judge.scoring.output import RunIdentity, item_key
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MAX_TOKENS = 32768
+JUDGE_METRIC = "judge"
+
+
+# ----------------------------------------------------------------------------- which judge
+
+
+@dataclass
+class JudgeSpec:
+    """A judge resolved before its weights load: what it is, its rubric and prompt format."""
+
+    source: str  #: the judge folder (absolute) or the model id / folder / ``tiny`` as given
+    rubric: Rubric
+    target_format: TargetFormat
+    card: JudgeCard | None = None
+    rubric_forced: bool = False
+    #: None, "4bit" or "8bit": how the base is loaded (a judge folder: as its card says, unless overridden)
+    quantization: str | None = None
+    #: :func:`judge.models.card.judge_fingerprint` of the weights (what a resume must match)
+    fingerprint: str = ""
+
+    @property
+    def is_card(self) -> bool:
+        return self.card is not None
+
+    def identity(self) -> RunIdentity:
+        """What must match to resume into an out folder (see :func:`judge.scoring.output.check_resume`)."""
+        return RunIdentity(
+            judge=self.source,
+            judge_fingerprint=self.fingerprint,
+            quantization=self.quantization,
+            rubric=self.rubric.name,
+            rubric_hash=self.rubric.hash,
+            target_format=self.target_format,
+        )
+
+
+def resolve_judge(
+    judge: str,
+    rubric: str | None = None,
+    *,
+    force: bool = False,
+    rationale: bool = False,
+    quantization: str | None = "card",
+) -> JudgeSpec:
+    """Read the judge's card (if it is a judge folder) and settle the rubric, the prompt format, the
+    quantization and the weights' fingerprint.
+
+    A judge folder's rubric is ``rubric`` if given, else the rubric the card names; its hash must
+    equal the card's unless ``force``. A plain model needs ``rubric``. ``quantization``: ``"card"``
+    (default) loads a judge folder's base as it was trained (QLoRA: 4-bit) and a plain model
+    unquantized; ``"none"``, ``"4bit"`` or ``"8bit"`` override, with a warning when that differs
+    from the card.
+    """
+    from judge.models.card import CARD_NAME, FROM_CARD, card_quantization, judge_fingerprint, read_card
+    from judge.models.loading import check_model_source
+
+    if quantization not in (FROM_CARD, None, "none", "4bit", "8bit"):
+        raise ConfigError(f"quantization {quantization!r} is not one of card, none, 4bit, 8bit")
+    wanted = None if quantization in (None, "none") else quantization
+    folder = Path(judge)
+    if (folder / CARD_NAME).is_file():
+        card = read_card(folder)
+        trained = card.rubric
+        rub = load_rubric(rubric or trained.name)
+        forced = False
+        if rub.hash != trained.hash:
+            msg = (
+                f"rubric {rub.name!r} (hash {rub.hash[:12]}) differs from the rubric judge {str(folder)!r} "
+                f"was trained on ({trained.name!r}, hash {trained.hash[:12]})"
+            )
+            if not force:
+                raise ConfigError(
+                    msg + "; its scores would not mean what the rubric says. Pass the rubric it was "
+                    "trained on, or `force` to score anyway"
+                )
+            logger.warning(msg + "; scoring anyway (`force`)")
+            forced = True
+        fmt: TargetFormat = card.target_format
+        if rationale:
+            if fmt == "score":
+                logger.warning(
+                    "this judge was trained on score-only targets: it never learned to write a rationale, "
+                    "so what it writes before the score (`rationale`) is off its training and may move "
+                    "its scores"
+                )
+            fmt = "rationale_score"
+        elif fmt == "rationale_score":
+            logger.warning(
+                "this judge was trained to write a rationale before its score; reading the score at once "
+                "is off its training. Pass `rationale` to let it write the rationale first"
+            )
+        trained_q = card_quantization(card)
+        q = trained_q if quantization == FROM_CARD else wanted
+        if q != trained_q:
+            logger.warning(
+                f"judge {str(folder)!r} was trained and validated with quantization {trained_q or 'none'}; "
+                f"scoring with {q or 'none'} instead, so its scores will differ from the card's numbers"
+            )
+        source = str(folder.resolve())
+        return JudgeSpec(source, rub, fmt, card, forced, q, judge_fingerprint(source))
+    check_model_source(judge)
+    if rubric is None:
+        raise ConfigError(
+            f"{judge!r} is a plain model (no judge_card.json): say which rubric to ask with `rubric` "
+            "(e.g. `rubric` mmie)"
+        )
+    source = str(folder.resolve()) if folder.exists() else judge
+    fmt = "rationale_score" if rationale else "score"
+    q = None if quantization == FROM_CARD else wanted
+    return JudgeSpec(source, load_rubric(rubric), fmt, None, False, q, judge_fingerprint(source))
+
+
+def resolve_device(device: str = "auto", local_rank: int | None = None) -> str:
+    """``auto``: CUDA when available (this process's GPU in a sharded run), else CPU."""
+    import torch
+
+    if device != "auto":
+        return device
+    if torch.cuda.is_available():
+        return f"cuda:{local_rank}" if local_rank is not None else "cuda"
+    return "cpu"
+
+
+def load_judge_model(spec: JudgeSpec, *, device: str = "cpu", dtype: str = "auto"):
+    """``(model, processor)`` of a resolved judge, in eval mode on ``device`` (dtype auto: bf16 on GPU)."""
+    from judge.models.card import load_judge
+    from judge.models.loading import load_scorer
+
+    if spec.is_card:
+        model, processor, _ = load_judge(
+            spec.source, device=device, dtype=dtype, quantization=spec.quantization
+        )
+    else:
+        model, processor = load_scorer(
+            spec.source, dtype=dtype, device=device, quantization=spec.quantization
+        )
+    return model, processor
+
+
+def model_max_tokens(model) -> int:
+    """The context the model was built for (its text config's max positions), else 32768."""
+    cfg = getattr(model, "config", None)
+    if cfg is not None and hasattr(cfg, "get_text_config"):
+        cfg = cfg.get_text_config()
+    n = getattr(cfg, "max_position_embeddings", None)
+    return int(n) if isinstance(n, int) and n > 0 else DEFAULT_MAX_TOKENS
+
+
+# ----------------------------------------------------------------------------- the engine
+
+
+def judge_criteria(rubric: Rubric, rec: PredictionRecord) -> list[str]:
+    """The criteria a record is scored on: its family's, then ``overall`` (only ``overall`` for an unknown
+    family, whose record is unscorable)."""
+    fam = rubric.families.get(rec.task)
+    return fam.criterion_ids if fam is not None else [OVERALL]
+
+
+def pending_criteria(rubric: Rubric, rec: PredictionRecord, done: Iterable | None = None) -> list[str]:
+    """The criteria of ``rec`` not yet in ``done`` (a set of :func:`~judge.scoring.output.record_key`)."""
+    crits = judge_criteria(rubric, rec)
+    if not done:
+        return crits
+    base = item_key(rec.benchmark, rec.model, rec.id)
+    return [c for c in crits if (*base, JUDGE_METRIC, "", c) not in done]
+
+
+@dataclass
+class Batch:
+    """What one step of scoring produced: the records to write and how many items they finish."""
+
+    records: list[ScoreRecord]
+    items: int
+    scored: int = 0  #: criterion scores computed by the model (unscorable ones not counted)
+
+
+@dataclass
+class _Item:
+    rec: PredictionRecord
+    criteria: list[str]
+    images: list = field(default_factory=list)
+    max_patches: int | None = None
+
+
+class JudgeEngine:
+    """Scores prediction records with a loaded judge; see the module doc.
+
+    ``batch_tokens`` and ``batch_size`` bound one forward pass: tokens processed (padding
+    included) and responses (each with all its criterion prompts). ``max_tokens`` is the
+    context budget of one prompt (default: the model's max positions). ``chunk_size``
+    records are encoded at a time (their images' pixels are held in memory until scored).
+    """
+
+    def __init__(
+        self,
+        model,
+        processor,
+        spec: JudgeSpec,
+        *,
+        share_prefix: bool = True,
+        batch_tokens: int = BATCH_TOKENS,
+        batch_size: int = 16,
+        max_tokens: int | None = None,
+        rationale: bool = False,
+        max_new_tokens: int = 256,
+        chunk_size: int = 256,
+        image_limits: ImageLimits = DEFAULT_LIMITS,
+    ):
+        from judge.models.readout import ExpectedScorer
+
+        if batch_tokens < 1 or batch_size < 1 or chunk_size < 1:
+            raise ConfigError("batch tokens, batch size and chunk size must be positive")
+        self.spec = spec
+        self.rubric = spec.rubric
+        self.processor = processor
+        self.scorer = ExpectedScorer(model, processor, self.rubric.scale.values)
+        self.share_prefix = share_prefix and not rationale
+        self.batch_tokens, self.batch_size, self.chunk_size = batch_tokens, batch_size, chunk_size
+        # The scorer counts sequences (criterion prompts); a response brings at most this many.
+        self._seqs_per_response = max(len(f.criterion_ids) for f in self.rubric.families.values())
+        self.max_tokens = max_tokens or model_max_tokens(model)
+        self.rationale = rationale
+        self.max_new_tokens = max_new_tokens
+        self.image_limits = image_limits
+        ip = getattr(processor, "image_processor", None)
+        self._base_tiles = getattr(ip, "max_patches", None)
+        self.producer = {
+            "judge": spec.source,
+            "fingerprint": spec.fingerprint[:16],
+            "rubric": self.rubric.name,
+            "rubric_hash": self.rubric.hash,
+            "share_prefix": self.share_prefix,
+            "target_format": spec.target_format,
+        }
+        if rationale:
+            self.producer["rationale"] = True
+        if spec.quantization:
+            self.producer["quantization"] = spec.quantization
+
+    # -- what to score
+    def pending(self, rec: PredictionRecord, done: Iterable | None = None) -> list[str]:
+        return pending_criteria(self.rubric, rec, done)
+
+    # -- records
+    def _record(
+        self,
+        rec: PredictionRecord,
+        criterion: str,
+        cs=None,
+        *,
+        reason: str | None = None,
+        code: str | None = None,
+        max_patches: int | None = None,
+    ) -> ScoreRecord:
+        common = dict(
+            id=rec.id,
+            benchmark=rec.benchmark,
+            task=rec.task,
+            model=rec.model,
+            metric=JUDGE_METRIC,
+            criterion=criterion,
+            producer=dict(self.producer),
+        )
+        if cs is None:
+            return ScoreRecord(
+                **common, score=None, status="unscorable", reason=reason, details={"reason_code": code}
+            )
+        if not (math.isfinite(cs.expected) and all(math.isfinite(p) for p in cs.distribution)):
+            # NaN or inf logits: weights that overflowed (a diverged training) or an overflow in this dtype.
+            return ScoreRecord(
+                **common,
+                score=None,
+                status="unscorable",
+                reason="the judge's score distribution is not finite (NaN or inf logits): its weights or this "
+                "dtype overflowed; check the judge's training (loss, grad_norm) or score in float32",
+                details={"reason_code": "non_finite"},
+            )
+        details: dict[str, Any] = {"scale_mass": cs.scale_mass, "num_tokens": cs.num_tokens}
+        if max_patches is not None:
+            details["max_patches"] = max_patches
+        if cs.rationale is not None:
+            details["rationale"] = cs.rationale
+        return ScoreRecord(
+            **common, score=cs.expected, distribution=cs.distribution, argmax=cs.argmax, details=details
+        )
+
+    def _unscorable(self, item: _Item, reason: str, code: str) -> list[ScoreRecord]:
+        return [self._record(item.rec, c, reason=reason, code=code) for c in item.criteria]
+
+    # -- encoding
+    def _request(self, item: _Item, key: Any):
+        from judge.models.readout import ScoreRequest
+
+        rec = item.rec
+        prompts = [
+            build_judge_prompt(
+                self.rubric, rec.task, c, rec.question, rec.response, rec.reference, self.spec.target_format
+            )
+            for c in item.criteria
+        ]
+        return ScoreRequest(
+            key=key,
+            criteria=list(item.criteria),
+            prompts=[p.messages for p in prompts],
+            images=item.images,
+            max_patches=item.max_patches,
+        ), prompts[0].images
+
+    def _prepare(self, item: _Item, key: Any):
+        """An encoded request, or the item's unscorable records."""
+        rec = item.rec
+        if rec.task not in self.rubric.families:
+            return self._unscorable(
+                item,
+                f"task {rec.task!r} is not a family of rubric {self.rubric.name!r} "
+                f"(families: {', '.join(sorted(self.rubric.families))})",
+                "unknown_family",
+            )
+        request, refs = self._request(item, key)
+        try:
+            for ref in refs:
+                item.images.append(open_image(ref, self.image_limits))
+        except ImageError as e:
+            self._close(item)
+            return self._unscorable(item, f"image cannot be used: {e}", "image")
+        request.images = item.images
+        budget = self.max_tokens - (self.max_new_tokens + 8 if self.rationale else 0)
+        try:
+            enc = self.scorer.encode(request)
+            if enc.max_len > budget and request.images and self._base_tiles:
+                # Fewer tiles per image, as the SFT builder does for training examples over the budget.
+                for tiles in range(int(self._base_tiles) - 1, 0, -1):
+                    request.max_patches = item.max_patches = tiles
+                    enc = self.scorer.encode(request)
+                    if enc.max_len <= budget:
+                        break
+        except (JudgeError, ValueError) as e:
+            self._close(item)
+            return self._unscorable(item, f"the prompt cannot be encoded: {e}", "encode")
+        if enc.max_len > budget:
+            self._close(item)
+            one_tile = " even with one tile per image" if request.images and self._base_tiles else ""
+            room = f" minus {self.max_new_tokens + 8} for the rationale" if self.rationale else ""
+            return self._unscorable(
+                item,
+                f"the prompt is {enc.max_len} tokens{one_tile}, over the context budget of "
+                f"{self.max_tokens}{room} (--max-tokens)",
+                "too_long",
+            )
+        if not self.rationale:
+            # Pixels are computed; the decoded images are not needed any more.
+            self._close(item)
+        return enc
+
+    @staticmethod
+    def _close(item: _Item) -> None:
+        for im in item.images:
+            im.close()
+        item.images.clear()  # the request holds the same list
+
+    # -- scoring
+    def iter_batches(
+        self, records: Sequence[PredictionRecord], done: Iterable | None = None
+    ) -> Iterator[Batch]:
+        """Score ``records`` (skipping criteria in ``done``); yields one :class:`Batch` per forward batch.
+
+        Unscorable items of a chunk come first, then the chunk's forward batches; each item's
+        records are in one batch, so a batch written is a set of finished items.
+        """
+        done = done if done is not None else set()
+        items = [_Item(r, crits) for r in records if (crits := self.pending(r, done))]
+        for start in range(0, len(items), self.chunk_size):
+            chunk = items[start : start + self.chunk_size]
+            encoded, bad, n_bad = [], [], 0
+            for i, item in enumerate(chunk):
+                res = self._prepare(item, i)
+                if isinstance(res, list):
+                    bad += res
+                    n_bad += 1
+                else:
+                    encoded.append(res)
+            if bad:
+                yield Batch(bad, n_bad)
+            if self.rationale:
+                for enc in encoded:
+                    item = chunk[enc.request.key]
+                    scores = self.scorer.score_with_rationale(enc.request, self.max_new_tokens)
+                    self._close(item)
+                    yield Batch(self._records(item, scores), 1, len(scores))
+                continue
+            for batch in self.scorer.score_encoded(
+                encoded,
+                share_prefix=self.share_prefix,
+                batch_tokens=self.batch_tokens,
+                max_batch_size=self.batch_size * self._seqs_per_response,
+            ):
+                out = []
+                for request, scores in batch:
+                    out += self._records(chunk[request.key], scores)
+                yield Batch(out, len(batch), len(out))
+
+    def _records(self, item: _Item, scores) -> list[ScoreRecord]:
+        return [
+            self._record(item.rec, c, s, max_patches=item.max_patches)
+            for c, s in zip(item.criteria, scores, strict=True)
+        ]
+
+    def score_records(self, records: Sequence[PredictionRecord]) -> list[ScoreRecord]:
+        """Every judge record of ``records`` (convenience for tests and library use), in scoring order."""
+        return [r for b in self.iter_batches(records) for r in b.records]

@@ -1,0 +1,136 @@
+"""The inputs of ``judge-score``: prediction files of any supported format, and annotation files.
+
+* canonical prediction JSONL, MMIE, MileBench and MMRA files are read by
+  :func:`judge.benchmarks.formats.load_benchmark_predictions` (``format="auto"`` detects each file);
+* an annotation file (its records carry human ``scores``; ``format="annotations"``, or detected
+  from the first record) is read by :func:`judge.core.io.load_annotations` and each record
+  becomes a prediction with ``benchmark`` = the rubric's name, so a test split can be scored
+  and compared with its humans (``judge-report``).
+
+Every bad record of every file is collected first; then they stop the run (an
+:class:`~judge.core.io.InvalidRecordsError` naming file, line and field) or, with
+``skip_invalid``, are skipped and listed in the summary. Images are resolved here but opened
+only when scored, where a bad one makes its item unscorable instead of stopping the run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from judge.benchmarks.formats import FORMATS, drop_duplicate_predictions, joined_files
+from judge.core.errors import ConfigError, JudgeError, RecordError
+from judge.core.io import InvalidRecordsError, file_sha256, iter_json_records, load_annotations
+from judge.core.schema import AnnotationRecord, PredictionRecord
+
+
+def input_formats() -> tuple[str, ...]:
+    """Every input format: auto, each prediction format (a benchmark plugin's too), annotations."""
+    return ("auto", *FORMATS, "annotations")
+
+
+@dataclass
+class InputFile:
+    path: str
+    format: str
+    sha256: str
+    n_records: int = 0
+
+
+@dataclass
+class Inputs:
+    """Valid records in a stable order (files as given, records in file order), and what was skipped."""
+
+    records: list[PredictionRecord] = field(default_factory=list)
+    errors: list[RecordError] = field(default_factory=list)
+    #: every file read: the inputs, then the MileBench dataset files their records were joined with
+    files: list[InputFile] = field(default_factory=list)
+
+    def describe(self) -> list[dict[str, Any]]:
+        return [vars(f) for f in self.files]
+
+
+def looks_like_annotations(path: str | Path) -> bool:
+    """True when the file's first record carries human ``scores`` and no ``benchmark``."""
+    path = Path(path)
+    if path.suffix.lower() not in (".json", ".jsonl"):
+        return False
+    try:
+        for _, obj in iter_json_records(path):
+            if isinstance(obj, dict):
+                return "scores" in obj and "benchmark" not in obj
+            if not isinstance(obj, RecordError):
+                return False
+    except JudgeError:
+        return False
+    return False
+
+
+def annotation_as_prediction(rec: AnnotationRecord, benchmark: str) -> PredictionRecord:
+    """An annotation record as a prediction of ``benchmark`` (its human scores are not needed here)."""
+
+    def dump(content):
+        return None if content is None else [s.model_dump() for s in content]
+
+    pred = PredictionRecord(
+        id=rec.id,
+        benchmark=benchmark,
+        task=rec.task,
+        model=rec.model,
+        question=dump(rec.question),
+        response=dump(rec.response),
+        reference=dump(rec.reference),
+        meta={**rec.meta, "question_id": rec.question_id, "source": "annotations"},
+    )
+    pred._source = rec._source
+    return pred
+
+
+def load_inputs(
+    paths: list[str | Path],
+    *,
+    format: str = "auto",
+    dataset_file: str | Path | None = None,
+    skip_invalid: bool = False,
+    annotation_benchmark: str = "mmie",
+    root: str | Path | None = None,
+) -> Inputs:
+    """Read every input file; raise on any bad record unless ``skip_invalid`` (see the module doc)."""
+    if format not in input_formats():
+        raise ConfigError(f"unknown input format {format!r}; use one of {', '.join(input_formats())}")
+    if not paths:
+        raise JudgeError("no input files given")
+    out = Inputs()
+    # Keep the order of the files as given, whichever reader takes each one.
+    per_file: list[tuple[Path, str]] = []
+    for p in paths:
+        p = Path(p)
+        if not p.is_file():
+            raise JudgeError(f"{p}: file not found")
+        if format == "annotations" or (format in ("auto", "canonical", "mmie") and looks_like_annotations(p)):
+            per_file.append((p, "annotations"))
+        else:
+            per_file.append((p, format))
+    for p, fmt in per_file:
+        if fmt == "annotations":
+            res = load_annotations(p, check_images=False, collect=True, root=root)
+            recs = [annotation_as_prediction(r, annotation_benchmark) for r in res.records]
+            detected = "annotations"
+        else:
+            from judge.benchmarks.formats import detect_format, load_benchmark_predictions
+
+            detected = detect_format(p) if fmt == "auto" else fmt
+            res = load_benchmark_predictions(
+                [p], format=fmt, dataset_file=dataset_file, skip_invalid=True, root=root
+            )
+            recs = res.records
+        out.errors += res.errors
+        out.records += recs
+        out.files.append(InputFile(str(p), detected, file_sha256(p), len(recs)))
+    # Files the readers joined records with (MileBench's dataset files) are inputs too.
+    out.files += [InputFile(p, label, file_sha256(p), n) for p, label, n in joined_files(out.records)]
+    out.records = drop_duplicate_predictions(out.records, out.errors)  # unique over all inputs
+    if out.errors and not skip_invalid:
+        raise InvalidRecordsError(out.errors, "input records")
+    return out

@@ -1,0 +1,356 @@
+"""One ``judge-score`` run, from input files to ``scores.jsonl`` and the summary: :func:`score_files`.
+
+Steps (every process of a sharded run does them all, except where marked *main*):
+
+1. settle the judge and its rubric (:func:`~judge.scoring.engine.resolve_judge`; refused on a rubric
+   hash mismatch unless forced) before anything heavy loads;
+2. read the inputs (:func:`~judge.scoring.inputs.load_inputs`); ``limit`` keeps the first N records;
+3. *main*: start afresh (``overwrite``) or repair torn tails and check that the out folder was
+   made by the same judge, rubric and prompt format (:func:`~judge.scoring.output.check_resume`);
+   write ``run.json``; then every process reads the keys already done;
+4. *main*: rule-based metrics (:func:`judge.benchmarks.score_predictions`, all records in input
+   order, since MMRA's official scoring depends on it) and the optional CLIPScore baseline;
+5. the judge: every record :func:`judge.benchmarks.needs_judge` sends to it; process ``rank`` of
+   ``world`` takes every ``world``-th of them (input order), appending each batch to its file;
+6. *main*, after every process finished: merge into a sorted ``scores.jsonl``, write the summary.
+
+Sharding uses accelerate's process state only when launched with several processes
+(``WORLD_SIZE > 1``); a plain ``judge-score`` never needs ``accelerate launch``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import platform
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from judge.benchmarks import needs_judge, score_predictions
+from judge.core.errors import ConfigError, JudgeError
+from judge.core.rubric import Rubric, load_rubric
+from judge.core.schema import PredictionRecord
+from judge.models.card import JudgeCard
+from judge.scoring.config import ScoreConfig
+from judge.scoring.engine import (
+    JudgeEngine,
+    JudgeSpec,
+    load_judge_model,
+    pending_criteria,
+    resolve_device,
+    resolve_judge,
+)
+from judge.scoring.inputs import Inputs, load_inputs
+from judge.scoring.output import (
+    RunEvent,
+    RunIdentity,
+    RunInfo,
+    RunInput,
+    ScoreStore,
+    check_resume,
+    has_scores,
+    item_key,
+    record_key,
+    write_run,
+)
+from judge.scoring.summary import build_summary, write_summary
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class ScoreResult:
+    out_dir: str
+    files: dict[str, str]
+    summary: dict[str, Any]
+    written: int  #: records this run wrote (all processes)
+    seconds: float
+    items_scored: int = 0  #: items the judge scored in this process
+    stats: dict[str, Any] = field(default_factory=dict)
+
+
+class _Dist:
+    """This process's place in a sharded run (rank 0 of 1 without accelerate)."""
+
+    def __init__(self, device: str):
+        self.world = int(os.environ.get("WORLD_SIZE", "1") or 1)
+        self.rank, self.local_rank, self.state = 0, None, None
+        if self.world > 1:
+            from accelerate import PartialState
+
+            cpu = device == "cpu" or (device == "auto" and not torch.cuda.is_available())
+            self.state = PartialState(cpu=cpu)
+            self.rank, self.world = self.state.process_index, self.state.num_processes
+            self.local_rank = self.state.local_process_index
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    def barrier(self) -> None:
+        if self.state is not None and self.world > 1:
+            self.state.wait_for_everyone()
+
+
+@dataclass
+class _Job:
+    """What a run settled before writing anything: steps 1 and 2 of the module doc."""
+
+    cfg: ScoreConfig
+    dist: _Dist
+    spec: JudgeSpec | None  #: None: no judge (``no_judge``, or only rule-based records)
+    rubric: Rubric
+    inputs: Inputs
+    records: list[PredictionRecord]  #: the records of this run (``limit`` applied), input order
+    to_judge: list[PredictionRecord]  #: those the learned judge scores
+
+    @property
+    def out_dir(self) -> Path:
+        return Path(self.cfg.out)
+
+
+def _progress(total: int, enabled: bool, desc: str):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, unit="item", desc=desc, disable=not enabled, dynamic_ncols=True, file=sys.stderr)
+
+
+def score_files(cfg: ScoreConfig) -> ScoreResult:
+    """Run ``judge-score``; see the module doc. Raises :class:`JudgeError` on bad input or options
+    (the settings themselves were checked when ``cfg`` was made)."""
+    t0 = time.perf_counter()
+    from judge.models.loading import check_device
+
+    check_device(cfg.device)  # before anything is read or written
+    job = _prepare(cfg, _Dist(cfg.device))
+    run_info = _run_info(job)
+    store, done = _open_out(job, run_info)
+    dist, resumed = job.dist, len(done)
+    not_scored: dict[str, Any] = {"needs_judge": len(job.to_judge)} if cfg.no_judge and job.to_judge else {}
+    with store:
+        written = _score_rule_based(job, store, done) if dist.is_main else 0
+        if not_scored and dist.is_main:
+            logger.warning(
+                f"{len(job.to_judge)} records need the learned judge and are not scored (`no_judge`)"
+            )
+        judged, items_scored = _score_with_judge(job, store, done)
+    dist.barrier()
+    written = _sum_over_processes(dist, written + judged)
+    files: dict[str, str] = {}
+    summary: dict[str, Any] = {}
+    if dist.is_main:
+        files, summary = _finish(job, store, run_info, written, resumed, not_scored)
+    dist.barrier()
+    return ScoreResult(
+        str(job.out_dir),
+        files,
+        summary,
+        written,
+        time.perf_counter() - t0,
+        items_scored,
+        {"resumed_keys": resumed, "records_in": len(job.records), "to_judge": len(job.to_judge)},
+    )
+
+
+def _prepare(cfg: ScoreConfig, dist: _Dist) -> _Job:
+    """1. The judge and its rubric (cheap: no weights yet); 2. the inputs, and who scores what."""
+    spec: JudgeSpec | None = None
+    if cfg.judge and not cfg.no_judge:
+        spec = resolve_judge(
+            cfg.judge, cfg.rubric, force=cfg.force, rationale=cfg.rationale, quantization=cfg.quantization
+        )
+        rubric = spec.rubric
+    else:
+        rubric = load_rubric(cfg.rubric or "mmie")
+    inputs = load_inputs(
+        [*cfg.inputs],
+        format=cfg.format,
+        dataset_file=cfg.dataset_file,
+        skip_invalid=cfg.skip_invalid,
+        annotation_benchmark=rubric.name,
+        root=cfg.root,
+    )
+    records = inputs.records[: cfg.limit] if cfg.limit is not None else inputs.records
+    if not records:
+        raise JudgeError(
+            f"no valid records to score in {', '.join(map(str, cfg.inputs))} "
+            f"({len(inputs.errors)} invalid ones skipped)"
+        )
+    to_judge = [r for r in records if needs_judge(r)]
+    if to_judge and spec is None and not cfg.no_judge:
+        raise ConfigError(
+            f"{len(to_judge)} of {len(records)} records need the learned judge (open-ended items, or "
+            "benchmarks without a rule-based metric): pass `judge` DIR|MODEL|tiny, or `no_judge` to "
+            "compute the rule-based metrics only"
+        )
+    return _Job(cfg, dist, spec, rubric, inputs, records, to_judge)
+
+
+def _run_info(job: _Job) -> RunInfo:
+    """What ``run.json`` records of this run: who scores, the inputs, the settings."""
+    spec, rubric = job.spec, job.rubric
+    identity = (
+        spec.identity()
+        if spec
+        else RunIdentity(judge=None, rubric=rubric.name, rubric_hash=rubric.hash, target_format=None)
+    )
+    return RunInfo(
+        identity=identity,
+        judge_card=_card_summary(spec),
+        rubric_forced=bool(spec and spec.rubric_forced),
+        inputs=[RunInput(**f) for f in job.inputs.describe()],
+        options=job.cfg.model_dump(exclude={"inputs", "progress"}),
+        world_size=job.dist.world,
+    )
+
+
+def _open_out(job: _Job, run_info: RunInfo) -> tuple[ScoreStore, set]:
+    """3. The out folder: start afresh or resume, refusing another judge's folder; the keys already done."""
+    cfg, dist, out_dir = job.cfg, job.dist, job.out_dir
+    store = ScoreStore(out_dir, dist.rank, dist.world)
+    # Every process checks (read-only), so a refusal stops them all instead of leaving some at a barrier.
+    prev = None if cfg.overwrite else check_resume(out_dir, run_info.identity, run_info.inputs)
+    if prev is None and not cfg.overwrite and has_scores(out_dir):
+        raise JudgeError(
+            f"{out_dir} holds scores but no run.json telling what made them; pass `overwrite` to "
+            "start afresh, or choose another `out`"
+        )
+    if dist.is_main:
+        store.prepare(overwrite=cfg.overwrite)
+        history = list(prev.history) if prev else []
+        history.append(
+            RunEvent(
+                started=_now(),
+                host=platform.node(),
+                argv=sys.argv,
+                world_size=dist.world,
+                inputs=[f.path for f in run_info.inputs],
+            )
+        )
+        if prev and prev.identity.judge and not run_info.identity.judge:
+            run_info.identity = prev.identity  # a metrics-only rerun keeps the judge it resumed from
+        run_info.history, run_info.status = history, "running"
+        write_run(out_dir, run_info)
+    dist.barrier()
+    done = store.load_done()
+    dist.barrier()
+    return store, done
+
+
+def _score_rule_based(job: _Job, store: ScoreStore, done: set) -> int:
+    """4. Rule-based metrics (all records, in input order: MMRA's official scoring depends on it) and the
+    baseline; the main process's work. Returns the records written."""
+    written = store.append(score_predictions(list(job.records), mode=job.cfg.metric_mode))
+    if job.cfg.baseline == "clipscore" and job.cfg.clip_model:  # the settings require the model
+        written += _clipscore(store, job.records, job.cfg.clip_model, job.cfg.device, done)
+    return written
+
+
+def _score_with_judge(job: _Job, store: ScoreStore, done: set) -> tuple[int, int]:
+    """5. The judge, on this process's share; the model loads only when something is left to score.
+    Returns the records written and the items scored."""
+    spec, cfg, dist = job.spec, job.cfg, job.dist
+    if spec is None:
+        return 0, 0
+    mine = job.to_judge[dist.rank :: dist.world]
+    pending = [r for r in mine if pending_criteria(spec.rubric, r, done)]
+    if not pending:
+        return 0, 0
+    model, processor = load_judge_model(
+        spec, device=resolve_device(cfg.device, dist.local_rank), dtype=cfg.dtype
+    )
+    engine = JudgeEngine(
+        model,
+        processor,
+        spec,
+        share_prefix=cfg.share_prefix,
+        batch_tokens=cfg.batch_tokens,
+        batch_size=cfg.batch_size,
+        max_tokens=cfg.max_tokens,
+        rationale=cfg.rationale,
+        max_new_tokens=cfg.max_new_tokens,
+        chunk_size=cfg.chunk_size,
+    )
+    written = items = n_scores = 0
+    desc = "judge" if dist.world == 1 else f"judge [{dist.rank}/{dist.world}]"
+    with _progress(len(pending), cfg.progress and dist.is_main, desc) as bar:
+        t_judge = time.perf_counter()
+        for batch in engine.iter_batches(pending, done):
+            written += store.append(batch.records)
+            items += batch.items
+            n_scores += batch.scored
+            bar.update(batch.items)
+            rate = n_scores / max(time.perf_counter() - t_judge, 1e-9)
+            bar.set_postfix(scores_per_s=f"{rate:.1f}", refresh=False)
+    return written, items
+
+
+def _finish(
+    job: _Job,
+    store: ScoreStore,
+    run_info: RunInfo,
+    written: int,
+    resumed: int,
+    not_scored: dict[str, Any],
+) -> tuple[dict[str, str], dict[str, Any]]:
+    """6. Merge the processes' files into ``scores.jsonl``, close ``run.json``, write the summary (main
+    process, after every process finished). Returns the files written and the summary."""
+    rows = store.merge()
+    # The summary is of this run's items only (scores.jsonl may hold more, e.g. from a run without `limit`).
+    mine = {item_key(r.benchmark, r.model, r.id) for r in job.records}
+    rows = [r for r in rows if item_key(r["benchmark"], r["model"], r["id"]) in mine]
+    files = {"scores": str(store.scores_path)}
+    run_info.status, run_info.finished = "finished", _now()
+    run_info.records, run_info.items = len(rows), len(job.records)
+    last = run_info.history[-1]
+    last.finished, last.written, last.resumed_from = run_info.finished, written, resumed
+    write_run(job.out_dir, run_info)
+    files["run"] = str(job.out_dir / "run.json")
+    rubric = job.rubric
+    summary = build_summary(
+        rows,
+        scale=(rubric.scale.min, rubric.scale.max),
+        run=run_info.model_dump(mode="json", exclude_unset=True),  # as run.json has it
+        criteria={fam_id: fam.criterion_ids for fam_id, fam in rubric.families.items()},
+        skipped_invalid=[e.to_dict() for e in job.inputs.errors],
+        not_scored=not_scored,
+    )
+    files.update(write_summary(job.out_dir, summary))
+    return files, summary
+
+
+def _clipscore(store: ScoreStore, records, clip_model: str, device: str, done: set) -> int:
+    from judge.eval.clipscore import clipscore_records
+
+    todo = [r for r in records if (r.benchmark, r.model, r.id, "clipscore", "", "") not in done]
+    if not todo:
+        return 0
+    return store.append(clipscore_records(todo, clip_model, device=resolve_device(device)))
+
+
+def _sum_over_processes(dist: _Dist, n: int) -> int:
+    if dist.world == 1:
+        return n
+    from accelerate.utils import gather_object
+
+    return int(sum(gather_object([n])))
+
+
+def _card_summary(spec: JudgeSpec | None) -> JudgeCard | None:
+    """The identifying part of a judge folder's card (the fields it has of these)."""
+    if spec is None or spec.card is None:
+        return None
+    keep = {"base_model", "rubric", "scale", "target_format", "finetune", "data", "created", "git_commit"}
+    return JudgeCard.model_validate(spec.card.model_dump(include=keep, exclude_unset=True))
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S%z")
+
+
+__all__ = ["ScoreConfig", "ScoreResult", "record_key", "score_files"]

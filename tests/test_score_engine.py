@@ -1,0 +1,211 @@
+"""The scoring engine on the tiny judge: batch-size and shared-prefix invariance, unscorable items, rubric
+checks."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from judge.core.errors import ConfigError
+from judge.scoring.engine import JudgeEngine, JudgeSpec, resolve_judge
+from judge.scoring.inputs import load_inputs
+
+TOL = 1e-4
+
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def subset(demo: Path, name: str, every: int = 4, extra: list[dict] | None = None) -> Path:
+    """A few demo records (every ``every``-th: all three families) in a file beside the demo's images."""
+    lines = demo.read_text().splitlines()[::every]
+    rows = [json.loads(x) for x in lines] + (extra or [])
+    out = demo.parent / f"serve_{name}.jsonl"
+    out.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return out
+
+
+@pytest.fixture(scope="module")
+def records(small_demo):
+    return load_inputs([subset(small_demo, "engine", every=9)]).records  # SA, SA, PBL, MSR
+
+
+@pytest.fixture(scope="module")
+def scored(tiny, rubric, records):
+    """The records scored 8 responses per forward pass (all four in one padded batch)."""
+    batches = list(engine(tiny, rubric, batch_size=8).iter_batches(records))
+    assert [b.items for b in batches] == [len(records)]
+    return [s for b in batches for s in b.records]
+
+
+def engine(tiny, rubric, **kw) -> JudgeEngine:
+    model, processor = tiny
+    return JudgeEngine(model, processor, JudgeSpec("tiny", rubric, "score"), **kw)
+
+
+def by_key(recs):
+    return {(r.id, r.criterion): r for r in recs}
+
+
+def assert_close(a, b):
+    a, b = by_key(a), by_key(b)
+    assert a.keys() == b.keys()
+    for k in a:
+        assert abs(a[k].score - b[k].score) < TOL, k
+        assert max(abs(x - y) for x, y in zip(a[k].distribution, b[k].distribution, strict=True)) < TOL, k
+        assert (
+            a[k].argmax == b[k].argmax
+            or abs(a[k].distribution[a[k].argmax] - a[k].distribution[b[k].argmax]) < TOL
+        )
+
+
+def test_one_record_per_criterion_with_distribution(rubric, records, scored):
+    out = scored
+    expected = {(r.id, c) for r in records for c in rubric.family(r.task).criterion_ids}
+    assert set(by_key(out)) == expected and len(out) == len(expected)
+    for s in out:
+        assert s.metric == "judge" and s.status == "ok" and 0 <= s.score <= 6
+        assert len(s.distribution) == 7 and abs(sum(s.distribution) - 1) < 1e-9
+        assert s.producer["rubric_hash"] == rubric.hash and s.producer["share_prefix"] is True
+        assert s.details["num_tokens"] > 0 and 0 < s.details["scale_mass"] <= 1
+
+
+def test_batch_size_invariance(tiny, rubric, records, scored):
+    one = engine(tiny, rubric, batch_size=1).score_records(records)  # one response per forward pass
+    assert_close(one, scored)
+
+
+def test_shared_prefix_equals_unshared(tiny, rubric, records):
+    shared = engine(tiny, rubric, share_prefix=True).score_records(records[1:3])
+    full = engine(tiny, rubric, share_prefix=False).score_records(records[1:3])
+    assert_close(shared, full)
+    assert {s.producer["share_prefix"] for s in full} == {False}
+
+
+def test_unscorable_items_get_null_with_reason(tiny, rubric, small_demo):
+    demo = [json.loads(x) for x in small_demo.read_text().splitlines()]
+    missing = {
+        **demo[0],
+        "id": "missing-image",
+        "response": [{"type": "text", "text": "see"}, {"type": "image", "image": "images/nope.png"}],
+    }
+    odd = {**demo[1], "id": "odd-family", "task": "XYZ"}
+    recs = load_inputs([subset(small_demo, "unscorable", every=1000, extra=[missing, odd])]).records
+    out = engine(tiny, rubric).score_records(recs)
+    got = by_key(out)
+    for c in rubric.family("SA").criterion_ids:
+        s = got[("missing-image", c)]
+        assert s.score is None and s.status == "unscorable" and "nope.png" in s.reason
+        assert s.details["reason_code"] == "image"
+    assert [k for k in got if k[0] == "odd-family"] == [("odd-family", "overall")]
+    assert got[("odd-family", "overall")].details["reason_code"] == "unknown_family"
+    assert got[(recs[0].id, "overall")].score is not None  # the good record still scored
+    # Over the context budget, even with one tile per image: null, never a 0.
+    short = engine(tiny, rubric, max_tokens=64).score_records(recs[:1])
+    assert {s.details["reason_code"] for s in short} == {"too_long"} and all(s.score is None for s in short)
+    assert "over the context budget of 64" in short[0].reason
+
+
+def write_card(folder: Path, rubric_hash: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    card = {
+        "base_model": "tiny",
+        "rubric": {"name": "mmie", "version": "1", "hash": rubric_hash},
+        "scale": [0, 6],
+        "target_format": "score",
+        "finetune": "lora",
+    }
+    (folder / "judge_card.json").write_text(json.dumps(card))
+    return folder
+
+
+def test_rubric_hash_mismatch_refused_unless_forced(tmp_path, rubric, capsys):
+    judge = write_card(tmp_path / "judge", "0" * 64)
+    with pytest.raises(ConfigError, match="differs from the rubric"):
+        resolve_judge(str(judge))
+    spec = resolve_judge(str(judge), force=True)
+    assert spec.rubric_forced and spec.rubric.hash == rubric.hash
+    assert "scoring anyway" in capsys.readouterr().err
+    ok = resolve_judge(str(write_card(tmp_path / "ok", rubric.hash)), rationale=True)
+    assert ok.target_format == "rationale_score" and ok.source == str((tmp_path / "ok").resolve())
+    # The card's judge was trained on score-only targets: asking it for a rationale first is off its training.
+    assert "trained on score-only targets" in capsys.readouterr().err
+    with pytest.raises(ConfigError, match="`rubric`"):  # the setting, by its field name
+        resolve_judge("tiny")
+
+
+def test_rationale_first_still_reads_the_distribution(tiny, rubric, records):
+    import torch
+
+    from judge.core.images import open_image
+    from judge.core.template import SCORE_CUE, build_judge_prompt
+    from judge.models.score_tokens import score_token_ids
+
+    model, processor = tiny
+    eng = JudgeEngine(
+        model, processor, JudgeSpec("tiny", rubric, "rationale_score"), rationale=True, max_new_tokens=12
+    )
+    rec = records[1]  # the random tiny judge writes something for this one (for records[0] it stops at once)
+    # Every criterion but "overall" marked done: one generation keeps the test short.
+    done = {
+        (rec.benchmark, rec.model, rec.id, "judge", "", c) for c in rubric.family(rec.task).criterion_ids[:-1]
+    }
+    out = [s for b in eng.iter_batches([rec], done) for s in b.records]
+    assert [s.criterion for s in out] == ["overall"]
+    (s,) = out
+    assert s.score is not None and isinstance(s.details["rationale"], str) and s.details["rationale"]
+    assert abs(sum(s.distribution) - 1) < 1e-9 and s.producer["rationale"] is True
+
+    # By hand, with the stock processor and one forward pass: the prompt, the rationale the judge wrote,
+    # then the score cue; the scale tokens' probabilities at the last position, renormalised.
+    prompt = build_judge_prompt(
+        rubric, rec.task, "overall", rec.question, rec.response, rec.reference, "rationale_score"
+    )
+    text = processor.apply_chat_template(prompt.messages, add_generation_prompt=True, tokenize=False)
+    prompt_ids = processor(
+        text=[text],
+        images=[open_image(p) for p in prompt.images],
+        add_special_tokens=False,
+        return_tensors="pt",
+    )
+    cont = processor.tokenizer(
+        s.details["rationale"] + "\n" + SCORE_CUE, add_special_tokens=False, return_tensors="pt"
+    )["input_ids"]
+    ids = torch.cat([prompt_ids["input_ids"], cont], dim=1)
+    with torch.no_grad():
+        logits = model(
+            input_ids=ids,
+            attention_mask=torch.ones_like(ids),
+            pixel_values=prompt_ids["pixel_values"].to(model.dtype),
+        ).logits[0, -1]
+    values = rubric.scale.values
+    probs = torch.softmax(logits.double(), -1)[score_token_ids(processor.tokenizer, values)]
+    dist = (probs / probs.sum()).tolist()
+    assert max(abs(a - b) for a, b in zip(dist, s.distribution, strict=True)) < 1e-4
+    assert abs(sum(v * p for v, p in zip(values, dist, strict=True)) - s.score) < 1e-4
+    # Reading at once (no rationale) gives another distribution: the rationale did change what was read.
+    (direct,) = [x for x in engine(tiny, rubric).score_records([rec]) if x.criterion == "overall"]
+    assert max(abs(a - b) for a, b in zip(direct.distribution, s.distribution, strict=True)) > 1e-4
+
+
+def test_a_judge_with_nan_weights_gives_unscorable_records_not_a_crash(tiny, rubric, records, tmp_path):
+    import copy
+
+    import torch
+
+    from judge.scoring.output import ScoreStore
+
+    model, processor = tiny
+    broken = copy.deepcopy(model)
+    with torch.no_grad():
+        next(p for n, p in broken.named_parameters() if "language_model" in n and "norm" in n).fill_(
+            float("nan")
+        )
+    eng = JudgeEngine(broken, processor, JudgeSpec("tiny", rubric, "score"))
+    out = eng.score_records(records[:1])
+    assert out and all(s.score is None and s.status == "unscorable" for s in out)
+    assert {s.details["reason_code"] for s in out} == {"non_finite"} and "not finite" in out[0].reason
+    with ScoreStore(tmp_path) as store:  # JSON without NaN: the records are written
+        assert store.append(out) == len(out)
