@@ -672,7 +672,7 @@ def workload_counts(
     encoded, fm: FlopModel, share_prefix: bool, batch_tokens: int, batch_size: int, chunk: int | None
 ) -> dict:
     """Prefill tokens, FLOPs and tokens processed with padding for mode (b) or (c) over ``encoded``."""
-    from judge.models.readout import _batch_cost, _pack
+    from judge.models.readout import batch_cost, _pack
 
     tokens = flops = tiles = 0
     for e in encoded:
@@ -694,7 +694,7 @@ def workload_counts(
     padded = forward_batches = 0
     for g in groups:
         for b in _pack(g, share_prefix, batch_tokens, batch_size):
-            padded += _batch_cost(b, share_prefix)
+            padded += batch_cost(b, share_prefix)
             forward_batches += 1
     return {
         "prefill_tokens": tokens,

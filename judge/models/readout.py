@@ -431,7 +431,7 @@ def _pack_indices(
         cand = batch + [i]
         members = [items[j] for j in cand]
         if batch and (
-            _batch_cost(members, share_prefix) > budget or sum(len(x.lengths) for x in members) > max_size
+            batch_cost(members, share_prefix) > budget or sum(len(x.lengths) for x in members) > max_size
         ):
             yield batch
             cand = [i]
@@ -440,7 +440,8 @@ def _pack_indices(
         yield batch
 
 
-def _batch_cost(batch: Sequence[Encoded | EncodedShape], share_prefix: bool) -> int:
+def batch_cost(batch: Sequence[Encoded | EncodedShape], share_prefix: bool) -> int:
+    """Tokens one forward batch of these requests processes, padding included (what `batch_tokens` bounds)."""
     n_seqs = sum(len(e.lengths) for e in batch)
     if not share_prefix:
         return n_seqs * max(e.max_len for e in batch)

@@ -229,6 +229,22 @@ class _Item:
     max_patches: int | None = None
 
 
+@dataclass
+class Prepared:
+    """One item made ready by :meth:`JudgeEngine.prepare`: encoded for the model, or already settled as
+    unscorable (``records`` set, ``encoded`` None). ``cost``: the tokens it adds to a forward pass."""
+
+    key: Any
+    item: _Item
+    encoded: Any  #: :class:`~judge.models.readout.Encoded`, or None
+    records: list[ScoreRecord] | None
+    cost: int
+
+    @property
+    def rec(self) -> PredictionRecord:
+        return self.item.rec
+
+
 class JudgeEngine:
     """Scores prediction records with a loaded judge; see the module doc.
 
@@ -406,45 +422,65 @@ class JudgeEngine:
         item.images.clear()  # the request holds the same list
 
     # -- scoring
+    def prepare(self, rec: PredictionRecord, criteria: Sequence[str] | None = None, key: Any = None) -> Prepared:
+        """Encode one item for scoring (its images opened and checked, its prompts tokenised), or settle it
+        as unscorable. ``criteria``: default all of its family's; ``key``: the caller's handle, given back
+        by :meth:`score_prepared`."""
+        item = _Item(rec, list(criteria) if criteria is not None else self.pending(rec))
+        res = self._prepare(item, key)
+        if isinstance(res, list):
+            return Prepared(key, item, None, res, 0)
+        from judge.models.readout import batch_cost
+
+        return Prepared(key, item, res, None, batch_cost([res], self.share_prefix))
+
+    def score_prepared(self, prepared: Sequence[Prepared]) -> Iterator[list[Prepared]]:
+        """Score encoded items (unscorable ones are passed through first): packed by length into
+        token-budget forward batches as ``judge-score`` packs them, so an item's scores do not depend on
+        what it is batched with. Yields the items of each forward batch with ``records`` filled in."""
+        settled = [p for p in prepared if p.encoded is None]
+        if settled:
+            yield settled
+        todo = [p for p in prepared if p.encoded is not None]
+        if self.rationale:
+            for p in todo:
+                assert p.encoded is not None
+                scores = self.scorer.score_with_rationale(p.encoded.request, self.max_new_tokens)
+                self._close(p.item)
+                p.records = self._records(p.item, scores)
+                yield [p]
+            return
+        by_key = {id(p.encoded.request): p for p in todo if p.encoded is not None}
+        for batch in self.scorer.score_encoded(
+            [p.encoded for p in todo if p.encoded is not None],
+            share_prefix=self.share_prefix,
+            batch_tokens=self.batch_tokens,
+            max_batch_size=self.batch_size * self._seqs_per_response,
+        ):
+            out = []
+            for request, scores in batch:
+                p = by_key[id(request)]
+                p.records = self._records(p.item, scores)
+                out.append(p)
+            yield out
+
     def iter_batches(
         self, records: Sequence[PredictionRecord], done: Iterable | None = None
     ) -> Iterator[Batch]:
         """Score ``records`` (skipping criteria in ``done``); yields one :class:`Batch` per forward batch.
 
-        Unscorable items of a chunk come first, then the chunk's forward batches; each item's
-        records are in one batch, so a batch written is a set of finished items.
+        Records are encoded ``chunk_size`` at a time; a chunk's unscorable items come first, then its
+        forward batches; each item's records are in one batch, so a batch written is a set of finished
+        items.
         """
         done = done if done is not None else set()
-        items = [_Item(r, crits) for r in records if (crits := self.pending(r, done))]
-        for start in range(0, len(items), self.chunk_size):
-            chunk = items[start : start + self.chunk_size]
-            encoded, bad, n_bad = [], [], 0
-            for i, item in enumerate(chunk):
-                res = self._prepare(item, i)
-                if isinstance(res, list):
-                    bad += res
-                    n_bad += 1
-                else:
-                    encoded.append(res)
-            if bad:
-                yield Batch(bad, n_bad)
-            if self.rationale:
-                for enc in encoded:
-                    item = chunk[enc.request.key]
-                    scores = self.scorer.score_with_rationale(enc.request, self.max_new_tokens)
-                    self._close(item)
-                    yield Batch(self._records(item, scores), 1, len(scores))
-                continue
-            for batch in self.scorer.score_encoded(
-                encoded,
-                share_prefix=self.share_prefix,
-                batch_tokens=self.batch_tokens,
-                max_batch_size=self.batch_size * self._seqs_per_response,
-            ):
-                out = []
-                for request, scores in batch:
-                    out += self._records(chunk[request.key], scores)
-                yield Batch(out, len(batch), len(out))
+        todo = [(r, crits) for r in records if (crits := self.pending(r, done))]
+        for start in range(0, len(todo), self.chunk_size):
+            chunk = [self.prepare(r, crits) for r, crits in todo[start : start + self.chunk_size]]
+            for group in self.score_prepared(chunk):
+                recs = [r for p in group for r in p.records or []]
+                scored = sum(len(p.records or []) for p in group if p.encoded is not None)
+                yield Batch(recs, len(group), scored)
 
     def _records(self, item: _Item, scores) -> list[ScoreRecord]:
         return [

@@ -1,0 +1,76 @@
+"""``judge-serve``: argument parsing only; the work is :func:`judge.serve.server.serve`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from judge.cli._common import Parser, add_settings, fail, flags_in_warnings, settings_from
+from judge.cli._logging import setup_logging
+from judge.core.errors import JudgeError
+from judge.serve.config import API_KEY_ENV, ServeConfig
+
+EPILOG = f"""\
+examples:
+  judge-serve --judge runs/demo/judge                           the demo judge on 127.0.0.1:8000
+  judge-serve --judge tiny --rubric demo --port 8001            the tiny test model
+  {API_KEY_ENV}=sk-local judge-serve --judge J --host 0.0.0.0     all interfaces, with a key
+  judge-serve --judge J --ray --replicas 2                      two Ray Serve replicas (pip install 'judge[ray]')
+
+  curl -s localhost:8000/v1/score -H 'Content-Type: application/json' \\
+       -d '{{"items": [{{"id": "q1", "task": "...", "question": "...", "response": "..."}}]}}'
+"""
+
+GROUPS = {
+    "judge": ["judge", "rubric", "force", "served_name", "device", "dtype", "quantization"],
+    "server": ["host", "port", "api_key", "image_root", "grace_s", "ray", "replicas"],
+    "batching and limits": [
+        "max_batch_tokens",
+        "batch_size",
+        "max_wait_ms",
+        "max_queue",
+        "timeout_s",
+        "max_body_mb",
+        "max_items",
+        "max_images",
+        "max_image_bytes",
+        "max_image_pixels",
+        "max_tokens",
+        "max_new_tokens",
+    ],
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = Parser(
+        prog="judge-serve",
+        description="Serve a judge over HTTP: /v1/score (rubric scores with distributions), an "
+        "OpenAI-compatible /v1/chat/completions, /v1/models, /v1/judge, /health, /ready and /metrics. "
+        "Requests are batched dynamically with the packing and scorer judge-score uses.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_settings(p, ServeConfig, groups=GROUPS)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    setup_logging()
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        with flags_in_warnings(parser):
+            cfg = settings_from(args, ServeConfig)
+            if cfg.ray:
+                from judge.serve.ray import serve_with_ray
+
+                return serve_with_ray(cfg)
+            from judge.serve.server import serve
+
+            return serve(cfg)
+    except JudgeError as e:
+        return fail(e, parser)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,264 @@
+"""The HTTP face of ``judge-serve``: a FastAPI app over a :class:`~judge.serve.service.JudgeService`.
+
+Routes: ``POST /v1/score``, ``POST /v1/chat/completions``, ``GET /v1/models``, ``GET /v1/judge``,
+``GET /health`` (alive), ``GET /ready`` (503 until loaded and warmed up, and again while draining),
+``GET /metrics`` (Prometheus). With an API key every route but ``/health`` needs ``Authorization:
+Bearer KEY``. Errors are JSON ``{"error": {"message", "type", "code"}}`` (the shape OpenAI clients
+read) with a 4xx status naming the field; an unexpected fault is a 500 whose body carries no traceback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import logging
+import threading
+import time
+from contextlib import asynccontextmanager
+from typing import Any, Literal
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.concurrency import run_in_threadpool
+
+from judge.serve.batcher import Dropped, QueueFull, Stopped, Ticket
+from judge.serve.metrics import CONTENT_TYPE
+from judge.serve.service import JudgeService, RequestError, RequestImages, result_of
+
+logger = logging.getLogger(__name__)
+
+PUBLIC_ROUTES = {"/health"}
+TIMEOUT_HEADER = "x-request-timeout"
+
+
+class ScoreBody(BaseModel):
+    """``POST /v1/score``: items in the canonical prediction form (or MMIE's), the criteria, a deadline."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    items: list[Any] = Field(description="items: id, task, question, response, optional reference and model")
+    criteria: Literal["all"] | list[str] = "all"
+    timeout: float | None = Field(None, gt=0, description="seconds; shorter than the server's default only")
+
+
+def error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    kind = {400: "invalid_request_error", 401: "authentication_error", 404: "not_found_error",
+            413: "request_too_large", 422: "invalid_request_error", 429: "rate_limit_error",
+            503: "service_unavailable", 504: "timeout"}.get(status, "server_error")  # fmt: skip
+    return JSONResponse(
+        {"error": {"message": message, "type": kind, "code": status}}, status, headers=headers
+    )
+
+
+def create_app(service: JudgeService, *, load: bool = True) -> FastAPI:
+    """The app. ``load``: load the weights in a background thread when the app starts (``/ready`` says
+    when it is done); off when the caller has loaded them already."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        if load and service.batcher is None:
+            threading.Thread(target=_load, args=(service,), name="judge-load", daemon=True).start()
+        yield
+        await run_in_threadpool(service.close)
+
+    app = FastAPI(title="judge-serve", lifespan=lifespan, docs_url=None, redoc_url=None)
+    app.state.service = service
+    api_key = service.cfg.key()
+    max_body = int(service.cfg.max_body_mb * 1024 * 1024)
+    metrics = service.metrics
+
+    @app.middleware("http")
+    async def guard(request: Request, call_next):
+        route = request.url.path
+        status = 500
+        try:
+            if api_key and route not in PUBLIC_ROUTES and not _authorized(request, api_key):
+                resp: Response = error(401, "missing or wrong API key: send `Authorization: Bearer KEY`",
+                                       {"WWW-Authenticate": "Bearer"})  # fmt: skip
+            elif int(request.headers.get("content-length") or 0) > max_body:
+                resp = error(
+                    413,
+                    f"the request body is {int(request.headers['content-length']):,} bytes, over the limit "
+                    f"of {max_body:,} (--max-body-mb)",
+                )
+            elif service.draining and route.startswith("/v1/"):
+                resp = error(503, "the server is shutting down", {"Retry-After": "1"})
+            else:
+                resp = await call_next(request)
+            status = resp.status_code
+            return resp
+        except Exception:
+            logger.exception(f"{request.method} {route} failed")
+            return error(500, "internal error; the server logged it and keeps serving")
+        finally:
+            known = route if route in _ROUTES else "other"
+            metrics.requests.labels(route=known, status=str(status)).inc()
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError):
+        problems = []
+        for e in exc.errors()[:10]:
+            where = ".".join(str(x) for x in e.get("loc", ()) if x != "body")
+            problems.append(f"`{where}`: {e.get('msg')}" if where else str(e.get("msg")))
+        return error(422, "; ".join(problems) or "invalid request body")
+
+    @app.exception_handler(RequestError)
+    async def _refused(request: Request, exc: RequestError):
+        return error(exc.status, str(exc))
+
+    @app.get("/health")
+    async def health():
+        return {"status": "ok"}
+
+    @app.get("/ready")
+    async def ready():
+        if service.ready:
+            return {"ready": True}
+        why = (
+            "draining"
+            if service.draining
+            else f"failed: {service.load_error}"
+            if service.load_error
+            else "loading"
+        )
+        return JSONResponse({"ready": False, "status": why}, 503, headers={"Retry-After": "1"})
+
+    @app.get("/metrics")
+    async def prometheus():
+        if service.batcher is not None:
+            metrics.queue_depth.set(service.batcher.depth)
+        return Response(metrics.render(), media_type=CONTENT_TYPE)
+
+    @app.get("/v1/models")
+    async def models():
+        return {"object": "list", "data": [_model_entry(service)]}
+
+    @app.get("/v1/judge")
+    async def judge_info():
+        return {
+            "rubric": service.describe_rubric(),
+            "limits": service.limits(),
+            "provenance": service.provenance(),
+            "ready": service.ready,
+        }
+
+    @app.post("/v1/score")
+    async def score(body: ScoreBody, request: Request):
+        batcher = _batcher(service)
+        timeout = body.timeout if body.timeout is not None else _header_timeout(request)
+        images = RequestImages()
+        try:
+            units = await run_in_threadpool(service.records, body.items, body.criteria, images)
+            ticket = Ticket(service.deadline(timeout))
+            try:
+                futures = batcher.submit(units, ticket)
+            except QueueFull as e:
+                return error(429, f"busy: {e}; retry later", {"Retry-After": "1"})
+            except Stopped as e:
+                return error(503, str(e), {"Retry-After": "1"})
+            answered = await _wait(asyncio.gather(*futures), ticket, request)
+        finally:
+            images.cleanup()
+        if isinstance(answered, Response):
+            return answered
+        results = [result_of(rec, res.records) for (rec, _), res in zip(units, answered, strict=True)]
+        metrics.items.inc(len(results))
+        return {
+            "results": results,
+            "provenance": service.provenance(),
+            "usage": {
+                "items": len(results),
+                "forward_passes": sum(r.forward_passes for r in answered),
+                "prompt_tokens": sum(r.prompt_tokens for r in answered),
+            },
+        }
+
+    @app.post("/v1/chat/completions")
+    async def chat_completions(request: Request):
+        from judge.serve.chat import complete
+
+        _batcher(service)
+        try:
+            body = await request.json()
+        except ValueError:
+            return error(400, "the request body is not JSON")
+        if not isinstance(body, dict):
+            return error(422, "the request body must be a JSON object")
+        return await run_in_threadpool(complete, service, body)
+
+    return app
+
+
+_ROUTES = {"/health", "/ready", "/metrics", "/v1/models", "/v1/judge", "/v1/score", "/v1/chat/completions"}
+
+
+def _load(service: JudgeService) -> None:
+    try:
+        service.load()
+    except Exception as e:  # /ready reports it; the process stays up so the failure can be read
+        service.load_error = f"{type(e).__name__}: {e}"
+        logger.error(f"loading the judge failed: {service.load_error}")
+
+
+def _authorized(request: Request, key: str) -> bool:
+    given = request.headers.get("authorization", "")
+    scheme, _, token = given.partition(" ")
+    return scheme.lower() == "bearer" and hmac.compare_digest(token.strip().encode(), key.encode())
+
+
+def _header_timeout(request: Request) -> float | None:
+    raw = request.headers.get(TIMEOUT_HEADER)
+    if raw is None:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        raise RequestError(f"header X-Request-Timeout {raw!r} is not a number of seconds") from None
+    if not value > 0:
+        raise RequestError(f"header X-Request-Timeout {raw!r} must be positive")
+    return value
+
+
+def _batcher(service: JudgeService):
+    if service.batcher is None or service.draining:
+        why = "is shutting down" if service.draining else "is still loading the judge"
+        raise RequestError(f"the server {why}; see GET /ready", status=503)
+    return service.batcher
+
+
+async def _wait(gathered: asyncio.Future, ticket: Ticket, request: Request) -> Any:
+    """The units' results, or an error response: 504 past the deadline, nothing for a client gone away
+    (both drop the request's units still queued)."""
+    while True:
+        done, _ = await asyncio.wait({gathered}, timeout=0.2)
+        if done:
+            break
+        if time.monotonic() > ticket.deadline:
+            ticket.cancel()
+            gathered.cancel()
+            return error(504, "the request passed its deadline before all its items were scored; its "
+                         "remaining items were dropped (raise `timeout` or send fewer items)")  # fmt: skip
+        if await request.is_disconnected():
+            ticket.cancel()
+            gathered.cancel()
+            return Response(status_code=499)
+    try:
+        return gathered.result()
+    except Dropped as e:
+        return error(504, str(e))
+
+
+def _model_entry(service: JudgeService) -> dict[str, Any]:
+    card = service.spec.card
+    return {
+        "id": service.model_name,
+        "object": "model",
+        "created": int(service.loaded_at or time.time()),
+        "owned_by": "judge",
+        "judge": {
+            **service.provenance(),
+            "card": card.model_dump(mode="json") if card is not None else None,
+        },
+    }

@@ -1,0 +1,127 @@
+"""The settings of ``judge-serve``: :class:`ServeConfig`.
+
+As with ``judge-score``, the command's options are generated from these fields (``judge/cli/serve.py``):
+a field ``max_wait_ms`` is the flag ``--max-wait-ms``, its description the help text. Every limit has a
+stated default; a request over one gets a 4xx naming it.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from judge.core.images import DEFAULT_MAX_BYTES, DEFAULT_MAX_PIXELS
+from judge.core.settings import PathText, Settings
+from judge.models import BATCH_TOKENS
+
+API_KEY_ENV = "JUDGE_API_KEY"
+
+
+class ServeConfig(Settings):
+    """Every setting of ``judge-serve``: ``ServeConfig(judge="runs/demo/judge", port=8001)``."""
+
+    judge: PathText = Field(
+        description="a judge folder (with judge_card.json), or a plain model folder / hub id / 'tiny' "
+        "together with `rubric`"
+    )
+    rubric: PathText | None = Field(
+        None, description="rubric name or YAML path (default: the one the judge card names)"
+    )
+    force: bool = Field(False, description="serve even when the rubric's hash differs from the judge card's")
+    served_name: str | None = Field(
+        None,
+        description="the model id /v1/models lists and chat requests name (default: the judge folder's "
+        "name, or the model id as given)",
+    )
+    host: str = Field(
+        "127.0.0.1", description="address to bind (default 127.0.0.1: this machine only; 0.0.0.0 for all)"
+    )
+    port: int = Field(8000, ge=0, le=65535, description="port (default 8000; 0: any free port)")
+    api_key: str | None = Field(
+        None,
+        description=f"require `Authorization: Bearer KEY` on every route but /health (default: the "
+        f"{API_KEY_ENV} environment variable; unset: no key)",
+        json_schema_extra={"metavar": "KEY"},
+    )
+    device: str = Field("auto", description="cpu, cuda, cuda:1, ... (default auto: CUDA when available)")
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
+        "auto", description="weights' dtype (auto: bfloat16 on GPU, float32 on CPU)"
+    )
+    quantization: Literal["card", "none", "4bit", "8bit"] = Field(
+        "card", description="how to load the judge's base (default card: as it was trained)"
+    )
+    max_batch_tokens: int = Field(
+        BATCH_TOKENS,
+        ge=1,
+        description=f"tokens per forward pass, padding included (default {BATCH_TOKENS}); the batcher "
+        "also stops gathering once this many are waiting",
+    )
+    batch_size: int = Field(
+        16, ge=1, description="responses (each with all its criterion prompts) per forward pass (default 16)"
+    )
+    max_wait_ms: float = Field(
+        10.0,
+        ge=0,
+        description="how long the first item of a batch waits for others to join it (default 10 ms)",
+    )
+    max_queue: int = Field(
+        1024, ge=1, description="items waiting at most; a request that does not fit gets 429 (default 1024)"
+    )
+    image_root: PathText | None = Field(
+        None,
+        description="folder image paths in requests resolve from (never outside it); without it, "
+        "requests must send images as data URLs",
+    )
+    max_body_mb: float = Field(64.0, gt=0, description="request body size limit in MB (default 64)")
+    max_items: int = Field(256, ge=1, description="items per /v1/score request (default 256)")
+    max_images: int = Field(16, ge=1, description="images per item or chat message list (default 16)")
+    max_image_bytes: int = Field(
+        DEFAULT_MAX_BYTES, ge=1, description=f"bytes per image (default {DEFAULT_MAX_BYTES:,})"
+    )
+    max_image_pixels: int = Field(
+        DEFAULT_MAX_PIXELS,
+        ge=1,
+        description=f"pixels per image, checked before decoding (default {DEFAULT_MAX_PIXELS:,})",
+    )
+    max_tokens: int | None = Field(
+        None,
+        ge=1,
+        description="context budget of one prompt; longer items get fewer image tiles, then are unscorable "
+        "(default: the model's max positions)",
+    )
+    max_new_tokens: int = Field(
+        512, ge=1, description="most tokens /v1/chat/completions generates (default 512)"
+    )
+    timeout_s: float = Field(
+        60.0,
+        gt=0,
+        description="default request deadline in seconds (a request's own `timeout` field or "
+        "X-Request-Timeout header may shorten it); past it: 504 (default 60)",
+    )
+    grace_s: float = Field(
+        30.0, ge=0, description="on SIGTERM, how long in-flight requests get to finish (default 30)"
+    )
+    ray: bool = Field(False, description="serve with Ray Serve replicas (needs the ray extra)")
+    replicas: int = Field(1, ge=1, description="Ray Serve replicas, one GPU each when there are GPUs")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ServeConfig:
+        if self.max_items > self.max_queue:
+            raise ValueError(
+                f"`max_items` ({self.max_items}) is over `max_queue` ({self.max_queue}): such a request "
+                "could never be queued"
+            )
+        if self.replicas > 1 and not self.ray:
+            raise ValueError(
+                "`replicas` needs `ray` (or run one judge-serve per port behind a load balancer)"
+            )
+        return self
+
+    def key(self) -> str | None:
+        """The API key in force: the setting, else the environment's ``JUDGE_API_KEY``."""
+        return self.api_key or os.environ.get(API_KEY_ENV) or None
+
+
+__all__ = ["API_KEY_ENV", "ServeConfig"]

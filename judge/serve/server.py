@@ -1,0 +1,79 @@
+"""Running the app under uvicorn: startup banner, and the SIGTERM drain.
+
+On SIGTERM (or Ctrl-C) the service stops answering ``/ready`` and refuses new ``/v1/`` requests,
+uvicorn stops accepting connections and waits up to ``grace_s`` for requests in flight (whose items
+the batcher still scores), then the process exits 0.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import socket
+from types import FrameType
+
+import uvicorn
+
+from judge.serve.app import create_app
+from judge.serve.config import ServeConfig
+from judge.serve.service import JudgeService
+
+logger = logging.getLogger(__name__)
+
+
+class _Server(uvicorn.Server):
+    def __init__(self, config: uvicorn.Config, service: JudgeService):
+        super().__init__(config)
+        self.service = service
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        if not self.should_exit:
+            logger.info(f"{signal.Signals(sig).name}: draining (grace {self.service.cfg.grace_s:g} s)")
+        self.service.drain()
+        super().handle_exit(sig, frame)
+        # uvicorn re-raises the signal after its graceful shutdown, which would end the process as killed;
+        # a drain that completed is a clean exit.
+        if sig == signal.SIGTERM and sig in self._captured_signals:
+            self._captured_signals.remove(sig)
+
+
+def banner(service: JudgeService, url: str) -> str:
+    cfg, p = service.cfg, service.provenance()
+    key = "API key required" if cfg.key() else "no API key"
+    return "\n".join(
+        [
+            f"judge-serve: {service.model_name}  ({p['judge']})",
+            f"  rubric {p['rubric']} (hash {p['rubric_hash'][:12]}), fingerprint {p['fingerprint'][:16]}",
+            f"  listening on {url}  ({key}; /health, /ready, /metrics, /v1/score, /v1/chat/completions)",
+            f"  limits: {cfg.max_items} items/request, {cfg.max_images} images/item, "
+            f"{cfg.max_image_bytes:,} bytes and {cfg.max_image_pixels:,} pixels/image, body {cfg.max_body_mb:g} MB, "
+            f"queue {cfg.max_queue} items, batch {cfg.max_batch_tokens} tokens, wait {cfg.max_wait_ms:g} ms, "
+            f"timeout {cfg.timeout_s:g} s",
+        ]
+    )
+
+
+def serve(cfg: ServeConfig) -> int:
+    """Serve until SIGTERM/SIGINT; returns the exit code. The weights load after the port is bound, so
+    ``/health`` answers at once and ``/ready`` turns 200 once the judge is warm."""
+    service = JudgeService(cfg)
+    sock = socket.socket(socket.AF_INET6 if ":" in cfg.host else socket.AF_INET)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((cfg.host, cfg.port))
+    except OSError as e:
+        from judge.core.errors import ConfigError
+
+        raise ConfigError(f"cannot listen on {cfg.host}:{cfg.port} (`host`, `port`): {e.strerror}") from None
+    host, port = sock.getsockname()[:2]
+    url = f"http://{'[' + host + ']' if ':' in host else host}:{port}"
+    print(banner(service, url), flush=True)
+    config = uvicorn.Config(
+        create_app(service),
+        log_level="warning",
+        timeout_graceful_shutdown=int(cfg.grace_s) or None,
+        access_log=False,
+    )
+    server = _Server(config, service)
+    server.run(sockets=[sock])
+    return 0

@@ -1,0 +1,83 @@
+"""A real ``judge-serve`` process on loopback for the service's tests (not a fixture module: import it)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def server_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "JUDGE_API_KEY"}
+    env.update(HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false", OMP_NUM_THREADS="1", **extra)
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    return env
+
+
+@dataclass
+class Server:
+    url: str
+    proc: subprocess.Popen
+    log: Path
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+
+@contextmanager
+def running_server(
+    args: Sequence[str],
+    tmp_path: Path,
+    *,
+    env: dict[str, str] | None = None,
+    ready_timeout: float = 120.0,
+    wait_ready: bool = True,
+) -> Iterator[Server]:
+    """Start ``judge-serve ARGS --port <free>`` and wait until ``/ready`` answers 200; stopped (SIGTERM,
+    then SIGKILL) on exit. Its stdout and stderr go to a log file (``Server.output()``)."""
+    port = free_port()
+    log = tmp_path / f"serve-{port}.log"
+    cmd = [sys.executable, "-m", "judge.cli.serve", *args, "--port", str(port)]
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(cmd, cwd=REPO, env=env or server_env(), stdout=out, stderr=subprocess.STDOUT)
+    server = Server(f"http://127.0.0.1:{port}", proc, log)
+    try:
+        if wait_ready:
+            deadline = time.monotonic() + ready_timeout
+            while True:
+                if proc.poll() is not None:
+                    raise AssertionError(f"judge-serve exited with {proc.returncode}:\n{server.output()}")
+                try:
+                    if httpx.get(server.url + "/ready", timeout=2).status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"judge-serve not ready after {ready_timeout} s:\n{server.output()}")
+                time.sleep(0.2)
+        yield server
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
