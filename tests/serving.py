@@ -58,6 +58,10 @@ def running_server(
     with open(log, "wb") as out:
         proc = subprocess.Popen(cmd, cwd=REPO, env=env or server_env(), stdout=out, stderr=subprocess.STDOUT)
     server = Server(f"http://127.0.0.1:{port}", proc, log)
+    # /ready needs the key when the server has one (only /health does not).
+    headers = (
+        {"Authorization": f"Bearer {args[list(args).index('--api-key') + 1]}"} if "--api-key" in args else {}
+    )
     try:
         if wait_ready:
             deadline = time.monotonic() + ready_timeout
@@ -65,7 +69,7 @@ def running_server(
                 if proc.poll() is not None:
                     raise AssertionError(f"judge-serve exited with {proc.returncode}:\n{server.output()}")
                 try:
-                    if httpx.get(server.url + "/ready", timeout=2).status_code == 200:
+                    if httpx.get(server.url + "/ready", headers=headers, timeout=2).status_code == 200:
                         break
                 except httpx.TransportError:
                     pass

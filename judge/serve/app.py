@@ -15,15 +15,15 @@ import logging
 import threading
 import time
 from contextlib import asynccontextmanager
-from typing import Any, Literal
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from starlette.concurrency import run_in_threadpool
 
-from judge.serve.batcher import Dropped, QueueFull, Stopped, Ticket
+from judge.serve.batcher import Batcher, Dropped, QueueFull, Stopped, Ticket
 from judge.serve.metrics import CONTENT_TYPE
 from judge.serve.service import JudgeService, RequestError, RequestImages, result_of
 
@@ -39,8 +39,15 @@ class ScoreBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     items: list[Any] = Field(description="items: id, task, question, response, optional reference and model")
-    criteria: Literal["all"] | list[str] = "all"
+    criteria: str | list[str] = "all"
     timeout: float | None = Field(None, gt=0, description="seconds; shorter than the server's default only")
+
+    @field_validator("criteria", mode="before")
+    @classmethod
+    def _criteria(cls, v: Any) -> Any:
+        if v == "all" or (isinstance(v, list) and v and all(isinstance(c, str) for c in v)):
+            return v
+        raise ValueError(f'must be "all" or a non-empty list of criterion ids, got {v!r}'[:200])
 
 
 def error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
@@ -65,43 +72,17 @@ def create_app(service: JudgeService, *, load: bool = True) -> FastAPI:
 
     app = FastAPI(title="judge-serve", lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.service = service
-    api_key = service.cfg.key()
-    max_body = int(service.cfg.max_body_mb * 1024 * 1024)
     metrics = service.metrics
 
-    @app.middleware("http")
-    async def guard(request: Request, call_next):
-        route = request.url.path
-        status = 500
-        try:
-            if api_key and route not in PUBLIC_ROUTES and not _authorized(request, api_key):
-                resp: Response = error(401, "missing or wrong API key: send `Authorization: Bearer KEY`",
-                                       {"WWW-Authenticate": "Bearer"})  # fmt: skip
-            elif int(request.headers.get("content-length") or 0) > max_body:
-                resp = error(
-                    413,
-                    f"the request body is {int(request.headers['content-length']):,} bytes, over the limit "
-                    f"of {max_body:,} (--max-body-mb)",
-                )
-            elif service.draining and route.startswith("/v1/"):
-                resp = error(503, "the server is shutting down", {"Retry-After": "1"})
-            else:
-                resp = await call_next(request)
-            status = resp.status_code
-            return resp
-        except Exception:
-            logger.exception(f"{request.method} {route} failed")
-            return error(500, "internal error; the server logged it and keeps serving")
-        finally:
-            known = route if route in _ROUTES else "other"
-            metrics.requests.labels(route=known, status=str(status)).inc()
+    app.add_middleware(Guard, service=service)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError):
         problems = []
         for e in exc.errors()[:10]:
             where = ".".join(str(x) for x in e.get("loc", ()) if x != "body")
-            problems.append(f"`{where}`: {e.get('msg')}" if where else str(e.get("msg")))
+            msg = str(e.get("msg", "")).removeprefix("Value error, ")
+            problems.append(f"`{where}`: {msg}" if where else msg)
         return error(422, "; ".join(problems) or "invalid request body")
 
     @app.exception_handler(RequestError)
@@ -158,7 +139,7 @@ def create_app(service: JudgeService, *, load: bool = True) -> FastAPI:
                 return error(429, f"busy: {e}; retry later", {"Retry-After": "1"})
             except Stopped as e:
                 return error(503, str(e), {"Retry-After": "1"})
-            answered = await _wait(asyncio.gather(*futures), ticket, request)
+            answered = await _wait(asyncio.gather(*futures), ticket, request, batcher)
         finally:
             images.cleanup()
         if isinstance(answered, Response):
@@ -191,6 +172,89 @@ def create_app(service: JudgeService, *, load: bool = True) -> FastAPI:
     return app
 
 
+class _BodyTooLarge(Exception):
+    pass
+
+
+class Guard:
+    """ASGI middleware in front of every route: the API key, the body size limit (by Content-Length, and
+    by counting a chunked body as it arrives), refusing ``/v1/`` work while draining, the request counter,
+    and a JSON 500 without a traceback for an unexpected fault. Plain ASGI rather than Starlette's
+    ``BaseHTTPMiddleware``, which hides a client's disconnect from the route."""
+
+    def __init__(self, app, service: JudgeService):
+        self.app = app
+        self.service = service
+        self.api_key = service.cfg.key()
+        self.max_body = int(service.cfg.max_body_mb * 1024 * 1024)
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        route = scope["path"]
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        state = {"status": 500, "started": False}
+
+        async def sending(message) -> None:
+            if message["type"] == "http.response.start":
+                state["status"], state["started"] = message["status"], True
+            await send(message)
+
+        received = 0
+
+        async def receiving():
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.max_body:
+                    raise _BodyTooLarge
+            return message
+
+        too_large = (
+            f"the request body is over the limit of {self.max_body:,} bytes (--max-body-mb); send fewer or "
+            "smaller items"
+        )
+        try:
+            refusal = self._refusal(route, headers, too_large)
+            if refusal is not None:
+                await refusal(scope, receive, sending)
+            else:
+                await self.app(scope, receiving, sending)
+        except _BodyTooLarge:
+            if not state["started"]:
+                await error(413, too_large)(scope, receive, sending)
+        except Exception:
+            logger.exception(f"{scope.get('method')} {route} failed")
+            if not state["started"]:
+                await error(500, "internal error; the server logged it and keeps serving")(
+                    scope, receive, sending
+                )
+        finally:
+            known = route if route in _ROUTES else "other"
+            self.service.metrics.requests.labels(route=known, status=str(state["status"])).inc()
+
+    def _refusal(self, route: str, headers: dict[str, str], too_large: str) -> Response | None:
+        if self.api_key and route not in PUBLIC_ROUTES and not _authorized(headers, self.api_key):
+            return error(
+                401,
+                "missing or wrong API key: send `Authorization: Bearer KEY`",
+                {"WWW-Authenticate": "Bearer"},
+            )
+        try:
+            length = int(headers.get("content-length") or 0)
+        except ValueError:
+            return error(400, "the Content-Length header is not a number")
+        if length > self.max_body:
+            return error(
+                413, too_large.replace("the request body is", f"the request body is {length:,} bytes,")
+            )
+        if self.service.draining and route.startswith("/v1/"):
+            return error(503, "the server is shutting down", {"Retry-After": "1"})
+        return None
+
+
 _ROUTES = {"/health", "/ready", "/metrics", "/v1/models", "/v1/judge", "/v1/score", "/v1/chat/completions"}
 
 
@@ -202,8 +266,8 @@ def _load(service: JudgeService) -> None:
         logger.error(f"loading the judge failed: {service.load_error}")
 
 
-def _authorized(request: Request, key: str) -> bool:
-    given = request.headers.get("authorization", "")
+def _authorized(headers: dict[str, str], key: str) -> bool:
+    given = headers.get("authorization", "")
     scheme, _, token = given.partition(" ")
     return scheme.lower() == "bearer" and hmac.compare_digest(token.strip().encode(), key.encode())
 
@@ -228,7 +292,7 @@ def _batcher(service: JudgeService):
     return service.batcher
 
 
-async def _wait(gathered: asyncio.Future, ticket: Ticket, request: Request) -> Any:
+async def _wait(gathered: asyncio.Future, ticket: Ticket, request: Request, batcher: Batcher) -> Any:
     """The units' results, or an error response: 504 past the deadline, nothing for a client gone away
     (both drop the request's units still queued)."""
     while True:
@@ -236,18 +300,25 @@ async def _wait(gathered: asyncio.Future, ticket: Ticket, request: Request) -> A
         if done:
             break
         if time.monotonic() > ticket.deadline:
-            ticket.cancel()
-            gathered.cancel()
+            _abandon(gathered)
+            batcher.withdraw(ticket)
             return error(504, "the request passed its deadline before all its items were scored; its "
                          "remaining items were dropped (raise `timeout` or send fewer items)")  # fmt: skip
         if await request.is_disconnected():
-            ticket.cancel()
-            gathered.cancel()
+            _abandon(gathered)
+            batcher.withdraw(ticket)
             return Response(status_code=499)
     try:
         return gathered.result()
     except Dropped as e:
         return error(504, str(e))
+
+
+def _abandon(gathered: asyncio.Future) -> None:
+    """Stop waiting for a request's units; their outcomes are read and discarded (asyncio would otherwise
+    log each unread exception)."""
+    gathered.cancel()
+    gathered.add_done_callback(lambda f: f.cancelled() or f.exception())
 
 
 def _model_entry(service: JudgeService) -> dict[str, Any]:

@@ -130,6 +130,18 @@ class Batcher:
             self._cv.notify()
         return [u.future for u in units]
 
+    def withdraw(self, ticket: Ticket) -> int:
+        """Cancel ``ticket`` and take its units that are still waiting out of the queue at once (so they
+        free their places); returns how many. Units already with the worker finish unread."""
+        ticket.cancel()
+        with self._cv:
+            mine = [u for u in self._queue if u.ticket is ticket]
+            if mine:
+                self._queue = deque(u for u in self._queue if u.ticket is not ticket)
+        for u in mine:
+            self._drop(u)
+        return len(mine)
+
     def stop(self, timeout: float | None = None) -> None:
         """Take no more work, finish what is queued, and end the worker."""
         with self._cv:

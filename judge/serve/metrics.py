@@ -44,6 +44,12 @@ class ServiceMetrics:
         )
         self.ready = Gauge("judge_ready", "1 once the weights are loaded and warmed up", registry=r)
 
+    def batch(self, units: int, tokens: int, seconds: float) -> None:
+        """One scoring round: its items, tokens and model time."""
+        self.batch_items.observe(units)
+        self.batch_tokens.observe(tokens)
+        self.compute.observe(seconds)
+
     def record(self, rec: ScoreRecord) -> None:
         if rec.status != "ok":
             code = (rec.details or {}).get("reason_code") or rec.status

@@ -146,11 +146,7 @@ class JudgeService:
             self.engine.score_records([warm])
         m = self.metrics
         stats = BatcherStats(
-            on_batch=lambda units, tokens, s: (
-                m.batch_items.observe(units),
-                m.batch_tokens.observe(tokens),
-                m.compute.observe(s),
-            ),
+            on_batch=m.batch,
             on_queue_wait=m.queue_wait.observe,
             on_dropped=lambda why: m.dropped.labels(why=why).inc(),
             on_record=m.record,
