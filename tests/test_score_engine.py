@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from judge.core.errors import ConfigError
+from judge.core.schema import PredictionRecord
 from judge.scoring.engine import JudgeEngine, JudgeSpec, resolve_judge
 from judge.scoring.inputs import load_inputs
 
@@ -209,3 +210,15 @@ def test_a_judge_with_nan_weights_gives_unscorable_records_not_a_crash(tiny, rub
     assert {s.details["reason_code"] for s in out} == {"non_finite"} and "not finite" in out[0].reason
     with ScoreStore(tmp_path) as store:  # JSON without NaN: the records are written
         assert store.append(out) == len(out)
+
+
+def test_rationale_first_on_a_text_only_item(tiny, rubric):
+    # InternVL's generate() fails when handed pixel_values=None; a prompt without images must not pass it.
+    model, processor = tiny
+    eng = JudgeEngine(
+        model, processor, JudgeSpec("tiny", rubric, "rationale_score"), rationale=True, max_new_tokens=4
+    )
+    rec = PredictionRecord(id="t", benchmark="mmie", task="SA", question="A story?", response="Once upon.")
+    (done,) = [p for group in eng.score_prepared([eng.prepare(rec, ["overall"])]) for p in group]
+    (s,) = done.records or []
+    assert s.status == "ok" and s.score is not None and s.details and "rationale" in s.details

@@ -293,12 +293,14 @@ class ExpectedScorer:
                     if enc.pixel_values is not None
                     else None
                 )
+                # No pixel_values key at all for a text-only prompt: InternVL's generate fails on None.
+                vision = {"pixel_values": pv} if pv is not None else {}
                 gen = self.model.generate(
                     input_ids=input_ids,
                     attention_mask=torch.ones_like(input_ids),
-                    pixel_values=pv,
                     max_new_tokens=max_new_tokens,
                     do_sample=False,
+                    **vision,
                 )
                 text = self.tokenizer.decode(gen[0, len(ids) :], skip_special_tokens=True)
                 rationale = text.split(SCORE_CUE.strip())[0].rstrip()
