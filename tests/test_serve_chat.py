@@ -1,0 +1,213 @@
+"""judge-serve's /v1/chat/completions through the official ``openai`` client: what lmms-eval and VLMEvalKit
+send is answered, the judge's own rubric prompt is answered with the score /v1/score gives, logprobs have
+OpenAI's shape, and refusals are 4xx errors naming the field while the server keeps serving."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import math
+
+import httpx
+import openai
+import pytest
+from openai import OpenAI
+from PIL import Image
+from serving import REPO, running_server
+
+from judge.serve.chat import judge_chat_messages
+from judge.testing.tiny import tokens_per_tile
+
+KEY = "sk-test"
+MODEL = "tiny"  # the served id: the --judge argument's name
+DEMO = REPO / "annotations" / "demo"
+ITEM_FIELDS = ("id", "task", "question", "response", "reference", "model")
+TOL = 1e-4
+
+
+def demo_item(task: str) -> dict:
+    """The first demo annotation of ``task`` as a prediction item (image paths relative to the demo folder)."""
+    for line in (DEMO / "annotations.jsonl").read_text().splitlines():
+        rec = json.loads(line)
+        if rec["task"] == task:
+            return {k: rec[k] for k in ITEM_FIELDS if k in rec}
+    raise AssertionError(f"no demo item of task {task}")
+
+
+def jpeg_data_url() -> str:
+    buf = io.BytesIO()
+    with Image.open(DEMO / "images" / "sa-000-q0.png") as im:
+        im.convert("RGB").save(buf, "JPEG", quality=90)
+    return "data:image/jpeg;base64," + base64.b64encode(buf.getvalue()).decode()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    args = ["--judge", "tiny", "--rubric", "mmie", "--api-key", KEY, "--image-root", str(DEMO)]
+    with running_server(args, tmp_path_factory.mktemp("log")) as s:
+        yield s
+
+
+@pytest.fixture(scope="module")
+def client(server) -> OpenAI:
+    return OpenAI(base_url=server.url + "/v1", api_key=KEY, max_retries=0, timeout=60)
+
+
+def v1_score(server, item: dict, criterion: str) -> dict:
+    r = httpx.post(
+        server.url + "/v1/score",
+        json={"items": [item], "criteria": [criterion]},
+        headers={"Authorization": f"Bearer {KEY}"},
+        timeout=60,
+    )
+    assert r.status_code == 200, r.text
+    return r.json()["results"][0]["scores"][criterion]
+
+
+def test_harness_request_with_a_jpeg_image(client):
+    """What lmms-eval / VLMEvalKit send: text and a low-detail JPEG data URL, temperature 0, max_tokens, n=1."""
+
+    def ask(with_image: bool):
+        content: list[dict] = [{"type": "text", "text": "What does the picture show?"}]
+        if with_image:
+            content.append({"type": "image_url", "image_url": {"url": jpeg_data_url(), "detail": "low"}})
+        return client.chat.completions.create(
+            model=MODEL, messages=[{"role": "user", "content": content}], temperature=0, max_tokens=8, n=1
+        )
+
+    r = ask(True)
+    assert r.object == "chat.completion" and r.id.startswith("chatcmpl-") and r.model == MODEL
+    choice = r.choices[0]
+    assert choice.message.role == "assistant" and isinstance(choice.message.content, str)
+    assert choice.finish_reason in ("stop", "length")
+    u = r.usage
+    assert u is not None and 1 <= u.completion_tokens <= 8
+    assert u.total_tokens == u.prompt_tokens + u.completion_tokens
+    # The image reached the model: it adds its tile's context tokens to the prompt.
+    no_image = ask(False)
+    assert no_image.usage is not None and u.prompt_tokens >= no_image.usage.prompt_tokens + tokens_per_tile()
+    # Greedy decoding: the same request gives the same answer.
+    assert ask(True).choices[0].message.content == choice.message.content
+
+
+@pytest.mark.parametrize(("task", "criterion"), [("SA", "text_quality"), ("MSR", "overall")])
+def test_rubric_prompt_is_answered_with_the_score_of_v1_score(server, client, task, criterion):
+    item = demo_item(task)
+    messages = judge_chat_messages("mmie", item, criterion, root=DEMO)
+    assert any(p["type"] == "image_url" for p in messages[0]["content"])
+    r = client.chat.completions.create(model=MODEL, messages=messages, temperature=0, max_tokens=4)
+    judged = (r.model_extra or {})["judge"]
+    assert judged["criterion"] == criterion and judged["family"] == task
+    assert judged["scale"] == list(range(7))
+    content = r.choices[0].message.content
+    assert content is not None and int(content) == judged["argmax"] and int(content) in judged["scale"]
+    ref = v1_score(server, item, criterion)
+    assert abs(judged["expected"] - ref["score"]) < TOL
+    assert judged["argmax"] == ref["argmax"]
+    assert all(abs(a - b) < TOL for a, b in zip(judged["distribution"], ref["distribution"], strict=True))
+    assert abs(judged["scale_mass"] - ref["details"]["scale_mass"]) < TOL
+
+    # A harness that joins adjacent text parts sends the same prompt: still recognised, same score.
+    merged: list[dict] = []
+    for part in messages[0]["content"]:
+        if part["type"] == "text" and merged and merged[-1]["type"] == "text":
+            merged[-1] = {"type": "text", "text": merged[-1]["text"] + part["text"]}
+        else:
+            merged.append(part)
+    assert len(merged) < len(messages[0]["content"])
+    again = client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": merged}])
+    assert abs((again.model_extra or {})["judge"]["expected"] - ref["score"]) < TOL
+
+
+def test_a_prompt_that_only_resembles_the_rubric_is_a_plain_conversation(client):
+    messages = judge_chat_messages("mmie", demo_item("SA"), "text_quality", root=DEMO)
+    last = messages[0]["content"][-1]
+    last["text"] = last["text"].replace("Anchor levels", "Levels")
+    r = client.chat.completions.create(model=MODEL, messages=messages, max_tokens=2)
+    assert "judge" not in (r.model_extra or {})  # generated, not read as a score
+
+
+def test_logprobs_of_generation(client):
+    r = client.chat.completions.create(
+        model=MODEL,
+        messages=[{"role": "user", "content": "Count the stars."}],
+        temperature=0,
+        max_tokens=4,
+        logprobs=True,
+        top_logprobs=3,
+    )
+    choice = r.choices[0]
+    assert choice.logprobs is not None and choice.logprobs.content
+    entries = choice.logprobs.content
+    assert r.usage is not None and len(entries) <= r.usage.completion_tokens
+    for e in entries:
+        assert isinstance(e.token, str) and e.logprob <= 0 and e.bytes == list(e.token.encode())
+        assert len(e.top_logprobs) == 3
+        lps = [t.logprob for t in e.top_logprobs]
+        assert lps == sorted(lps, reverse=True)
+        # Greedy: the chosen token is the most probable one.
+        assert e.top_logprobs[0].token == e.token and abs(lps[0] - e.logprob) < 1e-6
+    if choice.finish_reason == "length":
+        assert "".join(e.token for e in entries) == choice.message.content
+
+
+def test_logprobs_of_the_score(client):
+    messages = judge_chat_messages("mmie", demo_item("PBL"), "overall", root=DEMO)
+    r = client.chat.completions.create(model=MODEL, messages=messages, logprobs=True, top_logprobs=20)
+    judged = (r.model_extra or {})["judge"]
+    choice = r.choices[0]
+    assert choice.logprobs is not None
+    (entry,) = choice.logprobs.content or []
+    assert entry.token == choice.message.content == str(judged["argmax"])
+    tops = {t.token: math.exp(t.logprob) for t in entry.top_logprobs}
+    assert sorted(tops) == [str(v) for v in judged["scale"]]  # the scale values, however many were asked
+    # Full-vocabulary probabilities: they sum to the scale mass, and renormalised give the distribution.
+    assert abs(sum(tops.values()) - judged["scale_mass"]) < 1e-6
+    for v, p in zip(judged["scale"], judged["distribution"], strict=True):
+        assert abs(tops[str(v)] / judged["scale_mass"] - p) < 1e-6
+    assert abs(math.exp(entry.logprob) - max(tops.values())) < 1e-9
+
+
+def test_key_and_model_are_checked(server, client):
+    wrong = OpenAI(base_url=server.url + "/v1", api_key="sk-wrong", max_retries=0)
+    with pytest.raises(openai.AuthenticationError):
+        wrong.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "hi"}])
+    with pytest.raises(openai.NotFoundError) as e:
+        client.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "hi"}])
+    assert "'gpt-4o'" in e.value.message and f"'{MODEL}'" in e.value.message
+
+
+def _image_part(url: str) -> dict:
+    return {"type": "image_url", "image_url": {"url": url, "detail": "low"}}
+
+
+@pytest.mark.parametrize(
+    ("options", "content", "named"),
+    [
+        ({"temperature": 0.7}, "hi", "`temperature`"),
+        ({"n": 2}, "hi", "`n`"),
+        ({"stream": True}, "hi", "`stream`"),
+        ({}, [{"type": "text", "text": "hi"}, _image_part("data:image/jpeg;base64,not*base64")],
+         "messages[0].content[1].image_url"),
+        ({}, [_image_part("https://example.com/cat.jpg")], "messages[0].content[0].image_url"),
+        ({}, [_image_part("data:image/png;base64," + base64.b64encode(b"not a png").decode())],
+         "messages[0].content[0].image_url"),
+    ],
+    ids=["temperature", "n", "stream", "broken-data-url", "remote-url", "not-an-image"],
+)  # fmt: skip
+def test_refusals_name_the_field_and_the_server_keeps_serving(client, options, content, named):
+    with pytest.raises(openai.APIStatusError) as e:
+        client.chat.completions.create(
+            model=MODEL, messages=[{"role": "user", "content": content}], **options
+        )
+    assert e.value.status_code == 422
+    assert named in e.value.message
+    ok = client.chat.completions.create(
+        model=MODEL, messages=[{"role": "user", "content": "hi"}], max_tokens=1
+    )
+    assert ok.choices[0].message.content is not None
+
+
+def test_models_lists_the_served_id(client):
+    assert [m.id for m in client.models.list()] == [MODEL]
