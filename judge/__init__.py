@@ -18,6 +18,9 @@ _EXPORTS = {
     # Not "train": that is the judge.train package, which would shadow it once imported.
     "train_judge": "judge.api",
     "report": "judge.api",
+    "JudgeClient": "judge.scoring.remote",
+    "judge_chat_messages": "judge.serve.chat",
+    "ServeConfig": "judge.serve.config",
     "ScoreConfig": "judge.scoring.config",
     "ScoreResult": "judge.scoring.run",
     "ReportConfig": "judge.eval.config",

@@ -7,6 +7,7 @@
     result = score_files(["preds.jsonl"], judge="runs/demo/judge", out="runs/score")   # = judge-score
     run = train_judge("demo", output_dir="runs/mine", train={"epochs": 1})           # = judge-train
     rep = report(human=["test.jsonl"], scores=["trained=runs/score/scores.jsonl"])   # = judge-report
+    client = JudgeClient("http://127.0.0.1:8000")     # a running judge-serve: client.score([item, ...])
 
 Each call is what the command of the same job does, with the same defaults; errors are
 :class:`~judge.core.errors.JudgeError` subclasses whose messages name fields, not flags.
@@ -19,12 +20,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from judge.core.errors import ConfigError
-from judge.core.io import parse_records
 from judge.core.rubric import Rubric
 from judge.core.schema import AnnotationRecord, PredictionRecord, ScoreRecord
 from judge.scoring.config import ScoreConfig
 from judge.scoring.engine import JudgeEngine, JudgeSpec, load_judge_model, resolve_device, resolve_judge
-from judge.scoring.inputs import annotation_as_prediction
+from judge.scoring.inputs import prediction_records
 
 if TYPE_CHECKING:
     from judge.eval.config import ReportConfig
@@ -136,24 +136,7 @@ class Judge:
         return sorted(out, key=lambda s: order.get((s.benchmark, s.model, s.id), len(order)))
 
     def _records(self, items, root) -> list[PredictionRecord]:
-        items = list(items)
-        where = [i for i, x in enumerate(items) if isinstance(x, Mapping)]
-        # A prediction without a benchmark is the rubric's, as the records of annotation files are.
-        parsed = dict(zip(where, parse_records(
-            [items[i] for i in where], root=root, defaults={"benchmark": self.rubric.name},
-            positions=[i + 1 for i in where],
-        ), strict=True))  # fmt: skip
-        out = []
-        for i, x in enumerate(items):
-            rec = parsed.get(i, x)
-            if isinstance(rec, AnnotationRecord):
-                rec = annotation_as_prediction(rec, self.rubric.name)
-            if not isinstance(rec, PredictionRecord):
-                raise ConfigError(
-                    f"item {i + 1} is a {type(x).__name__}; give dicts, PredictionRecord or AnnotationRecord"
-                )
-            out.append(rec)
-        return out
+        return prediction_records(items, self.rubric.name, root)
 
 
 def score_files(config: ScoreConfig | None = None, /, **fields: Any) -> ScoreResult:

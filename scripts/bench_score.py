@@ -672,7 +672,7 @@ def workload_counts(
     encoded, fm: FlopModel, share_prefix: bool, batch_tokens: int, batch_size: int, chunk: int | None
 ) -> dict:
     """Prefill tokens, FLOPs and tokens processed with padding for mode (b) or (c) over ``encoded``."""
-    from judge.models.readout import batch_cost, _pack
+    from judge.models.readout import _pack, batch_cost
 
     tokens = flops = tiles = 0
     for e in encoded:

@@ -24,6 +24,9 @@ examples:
   judge-score outputs/m/ActionSequence/pred.json --dataset-file ActionSequence.json --no-judge
   judge-score mmra.jsonl --no-judge --metric-mode official              MMRA rows, the official metric only
   judge-score runs/demo/data/splits/test.jsonl --judge runs/demo/judge  an annotation split (for judge-report)
+  judge-score preds.jsonl --server http://gpu-box:8000                  the judge of a running judge-serve
+  JUDGE_API_KEY=KEY judge-score preds.jsonl --server https://judge.example --server-concurrency 8
+                                                                        a keyed server, several replicas behind it
   accelerate launch --multi_gpu --num_processes 2 -m judge.cli.score preds.jsonl --judge J --device cpu
                                                                         two processes (on CPU, too)
 """
@@ -33,6 +36,8 @@ examples:
 GROUPS = {
     "judge": [
         "judge",
+        "server",
+        "server_concurrency",
         "rubric",
         "force",
         "no_judge",

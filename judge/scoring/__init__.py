@@ -6,7 +6,8 @@
 * :mod:`.inputs`: prediction files of every supported format, and annotation files;
 * :mod:`.output`: ``scores.jsonl`` appended per batch with fsync, resume, shard parts and merge;
 * :mod:`.summary`: judge means per benchmark/task/model, the metrics' rows, ``summary.{md,csv,json}``;
-* :mod:`.run`: one run end to end (:func:`score_files`), sharded under ``accelerate launch``.
+* :mod:`.run`: one run end to end (:func:`score_files`), sharded under ``accelerate launch``;
+* :mod:`.remote`: :class:`JudgeClient`, scoring through a running ``judge-serve`` (``--server``).
 
 Names are imported on first use: the command builds its options from :mod:`.config` without loading
 torch (the engine's modules do).
@@ -25,6 +26,7 @@ _EXPORTS = {
     "score_files": "run",
     "ScoreStore": "output",
     "record_key": "output",
+    "JudgeClient": "remote",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -34,8 +34,21 @@ class ScoreConfig(Settings):
     )
     rubric: PathText | None = Field(
         None,
-        description="rubric name in rubrics/ or a YAML path (default: the one the judge card names; "
-        "mmie without a judge)",
+        description="rubric name in rubrics/ or a YAML path (default: the one the judge card names; with "
+        "`server` the server's, which a given one must equal; mmie without a judge)",
+    )
+    server: str | None = Field(
+        None,
+        description="score with a running judge-serve at this URL (http://host:8000) instead of loading a "
+        "judge here: its judge and rubric score, the rest of the run is as with `judge` (API key: the "
+        "JUDGE_API_KEY environment variable)",
+        json_schema_extra={"metavar": "URL"},
+    )
+    server_concurrency: int = Field(
+        4,
+        ge=1,
+        description="requests in flight at once to `server` (default 4; more keep more replicas behind a "
+        "load balancer busy)",
     )
     force: bool = Field(False, description="score even when the rubric's hash differs from the judge card's")
     out: PathText = Field("runs/score", description="output folder (default runs/score)")
@@ -130,6 +143,17 @@ class ScoreConfig(Settings):
     def _consistent(self) -> ScoreConfig:
         if self.no_judge and self.judge:
             raise ValueError("`no_judge` and `judge` exclude each other")
+        if self.server is not None:
+            if not self.server.startswith(("http://", "https://")):
+                raise ValueError(f"`server` {self.server!r} must be a URL starting with http:// or https://")
+            if self.judge:
+                raise ValueError("`server` and `judge` exclude each other: the server's judge scores")
+            if self.no_judge:
+                raise ValueError("`server` and `no_judge` exclude each other")
+            if self.rationale:
+                raise ValueError(
+                    "`rationale` is not available with `server` (judge-serve reads the score at once)"
+                )
         if self.baseline == "clipscore" and not self.clip_model:
             raise ValueError("`baseline` clipscore needs `clip_model` PATH (or tiny)")
         return self

@@ -422,7 +422,9 @@ class JudgeEngine:
         item.images.clear()  # the request holds the same list
 
     # -- scoring
-    def prepare(self, rec: PredictionRecord, criteria: Sequence[str] | None = None, key: Any = None) -> Prepared:
+    def prepare(
+        self, rec: PredictionRecord, criteria: Sequence[str] | None = None, key: Any = None
+    ) -> Prepared:
         """Encode one item for scoring (its images opened and checked, its prompts tokenised), or settle it
         as unscorable. ``criteria``: default all of its family's; ``key``: the caller's handle, given back
         by :meth:`score_prepared`."""

@@ -15,13 +15,14 @@ only when scored, where a bad one makes its item unscorable instead of stopping 
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from judge.benchmarks.formats import FORMATS, drop_duplicate_predictions, joined_files
 from judge.core.errors import ConfigError, JudgeError, RecordError
-from judge.core.io import InvalidRecordsError, file_sha256, iter_json_records, load_annotations
+from judge.core.io import InvalidRecordsError, file_sha256, iter_json_records, load_annotations, parse_records
 from judge.core.schema import AnnotationRecord, PredictionRecord
 
 
@@ -133,4 +134,40 @@ def load_inputs(
     out.records = drop_duplicate_predictions(out.records, out.errors)  # unique over all inputs
     if out.errors and not skip_invalid:
         raise InvalidRecordsError(out.errors, "input records")
+    return out
+
+
+def prediction_records(
+    items: Iterable[PredictionRecord | AnnotationRecord | Mapping[str, Any]],
+    benchmark: str,
+    root: str | Path | None = None,
+) -> list[PredictionRecord]:
+    """Items as prediction records, validated like the lines of a prediction file: dicts (canonical or
+    MMIE form; one with human ``scores`` is an annotation; ``benchmark`` fills a missing benchmark),
+    :class:`PredictionRecord` or :class:`AnnotationRecord` (scored as a prediction of ``benchmark``).
+    Relative image paths resolve from ``root`` (default: the working directory)."""
+    items = list(items)
+    where = [i for i, x in enumerate(items) if isinstance(x, Mapping)]
+    parsed = dict(
+        zip(
+            where,
+            parse_records(
+                [items[i] for i in where],
+                root=root,
+                defaults={"benchmark": benchmark},
+                positions=[i + 1 for i in where],
+            ),
+            strict=True,
+        )
+    )
+    out = []
+    for i, x in enumerate(items):
+        rec = parsed.get(i, x)
+        if isinstance(rec, AnnotationRecord):
+            rec = annotation_as_prediction(rec, benchmark)
+        if not isinstance(rec, PredictionRecord):
+            raise ConfigError(
+                f"item {i + 1} is a {type(x).__name__}; give dicts, PredictionRecord or AnnotationRecord"
+            )
+        out.append(rec)
     return out

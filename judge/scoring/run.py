@@ -11,7 +11,9 @@ Steps (every process of a sharded run does them all, except where marked *main*)
 4. *main*: rule-based metrics (:func:`judge.benchmarks.score_predictions`, all records in input
    order, since MMRA's official scoring depends on it) and the optional CLIPScore baseline;
 5. the judge: every record :func:`judge.benchmarks.needs_judge` sends to it; process ``rank`` of
-   ``world`` takes every ``world``-th of them (input order), appending each batch to its file;
+   ``world`` takes every ``world``-th of them (input order), appending each batch to its file. With
+   ``server`` the judge is a running judge-serve (:class:`~judge.scoring.remote.JudgeClient`): its judge
+   and rubric settle step 1 and make the run's identity, and each finished request is a batch;
 6. *main*, after every process finished: merge into a sorted ``scores.jsonl``, write the summary.
 
 Sharding uses accelerate's process state only when launched with several processes
@@ -58,6 +60,7 @@ from judge.scoring.output import (
     record_key,
     write_run,
 )
+from judge.scoring.remote import JudgeClient
 from judge.scoring.summary import build_summary, write_summary
 
 logger = logging.getLogger(__name__)
@@ -108,6 +111,7 @@ class _Job:
     inputs: Inputs
     records: list[PredictionRecord]  #: the records of this run (``limit`` applied), input order
     to_judge: list[PredictionRecord]  #: those the learned judge scores
+    client: JudgeClient | None = None  #: the judge-serve that scores (``server``), else None
 
     @property
     def out_dir(self) -> Path:
@@ -160,7 +164,13 @@ def score_files(cfg: ScoreConfig) -> ScoreResult:
 def _prepare(cfg: ScoreConfig, dist: _Dist) -> _Job:
     """1. The judge and its rubric (cheap: no weights yet); 2. the inputs, and who scores what."""
     spec: JudgeSpec | None = None
-    if cfg.judge and not cfg.no_judge:
+    client = None
+    if cfg.server:
+        client = JudgeClient(cfg.server, concurrency=cfg.server_concurrency)
+        spec = client.judge_spec(cfg.rubric)
+        rubric = spec.rubric
+        _warn_server_settings(cfg)
+    elif cfg.judge and not cfg.no_judge:
         spec = resolve_judge(
             cfg.judge, cfg.rubric, force=cfg.force, rationale=cfg.rationale, quantization=cfg.quantization
         )
@@ -186,9 +196,9 @@ def _prepare(cfg: ScoreConfig, dist: _Dist) -> _Job:
         raise ConfigError(
             f"{len(to_judge)} of {len(records)} records need the learned judge (open-ended items, or "
             "benchmarks without a rule-based metric): pass `judge` DIR|MODEL|tiny, or `no_judge` to "
-            "compute the rule-based metrics only"
+            "compute the rule-based metrics only (or `server` URL: a running judge-serve scores)"
         )
-    return _Job(cfg, dist, spec, rubric, inputs, records, to_judge)
+    return _Job(cfg, dist, spec, rubric, inputs, records, to_judge, client)
 
 
 def _run_info(job: _Job) -> RunInfo:
@@ -261,21 +271,25 @@ def _score_with_judge(job: _Job, store: ScoreStore, done: set) -> tuple[int, int
     pending = [r for r in mine if pending_criteria(spec.rubric, r, done)]
     if not pending:
         return 0, 0
-    model, processor = load_judge_model(
-        spec, device=resolve_device(cfg.device, dist.local_rank), dtype=cfg.dtype
-    )
-    engine = JudgeEngine(
-        model,
-        processor,
-        spec,
-        share_prefix=cfg.share_prefix,
-        batch_tokens=cfg.batch_tokens,
-        batch_size=cfg.batch_size,
-        max_tokens=cfg.max_tokens,
-        rationale=cfg.rationale,
-        max_new_tokens=cfg.max_new_tokens,
-        chunk_size=cfg.chunk_size,
-    )
+    engine: JudgeEngine | JudgeClient
+    if job.client is not None:
+        engine = job.client
+    else:
+        model, processor = load_judge_model(
+            spec, device=resolve_device(cfg.device, dist.local_rank), dtype=cfg.dtype
+        )
+        engine = JudgeEngine(
+            model,
+            processor,
+            spec,
+            share_prefix=cfg.share_prefix,
+            batch_tokens=cfg.batch_tokens,
+            batch_size=cfg.batch_size,
+            max_tokens=cfg.max_tokens,
+            rationale=cfg.rationale,
+            max_new_tokens=cfg.max_new_tokens,
+            chunk_size=cfg.chunk_size,
+        )
     written = items = n_scores = 0
     desc = "judge" if dist.world == 1 else f"judge [{dist.rank}/{dist.world}]"
     with _progress(len(pending), cfg.progress and dist.is_main, desc) as bar:
@@ -322,6 +336,27 @@ def _finish(
     )
     files.update(write_summary(job.out_dir, summary))
     return files, summary
+
+
+#: Settings of the judge's model: with ``server`` they are the server's own (``device`` still places
+#: the CLIPScore baseline).
+_MODEL_SETTINGS = (
+    "force",
+    "dtype",
+    "quantization",
+    "batch_tokens",
+    "batch_size",
+    "share_prefix",
+    "max_tokens",
+    "max_new_tokens",
+)
+
+
+def _warn_server_settings(cfg: ScoreConfig) -> None:
+    fields = type(cfg).model_fields
+    changed = [f"`{k}`" for k in _MODEL_SETTINGS if getattr(cfg, k) != fields[k].get_default()]
+    if changed:
+        logger.warning(f"{', '.join(changed)}: the server's own settings decide; ignored with `server`")
 
 
 def _clipscore(store: ScoreStore, records, clip_model: str, device: str, done: set) -> int:

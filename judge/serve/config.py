@@ -15,8 +15,7 @@ from pydantic import Field, model_validator
 from judge.core.images import DEFAULT_MAX_BYTES, DEFAULT_MAX_PIXELS
 from judge.core.settings import PathText, Settings
 from judge.models import BATCH_TOKENS
-
-API_KEY_ENV = "JUDGE_API_KEY"
+from judge.scoring.remote import API_KEY_ENV
 
 
 class ServeConfig(Settings):
