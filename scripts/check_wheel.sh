@@ -14,14 +14,24 @@ wheel=$(ls "$work"/dist/judge-*.whl)
 python3 -m venv "$work/venv"
 # torch pinned first: 2.13.0 is the CPU build on this machine's disk (any other request may pull CUDA).
 "$work/venv/bin/python" -m pip install --quiet --disable-pip-version-check torch==2.13.0 "$wheel"
-unzip -l "$wheel" | grep -q "judge/rubrics/mmie.yaml" || { echo "the wheel lacks judge/rubrics/mmie.yaml"; exit 1; }
+# Read the wheel with zipfile, not `unzip -l | grep -q`: under pipefail, grep -q quitting at the first match
+# kills unzip with SIGPIPE and the check fails at random (it did in CI).
+"$work/venv/bin/python" - "$wheel" <<'PY'
+import sys
+import zipfile
+
+names = set(zipfile.ZipFile(sys.argv[1]).namelist())
+missing = [f"judge/rubrics/{n}.yaml" for n in ("mmie", "rubric6", "demo") if f"judge/rubrics/{n}.yaml" not in names]
+if missing:
+    sys.exit(f"the wheel lacks {', '.join(missing)}")
+PY
 
 mkdir "$work/elsewhere" && cd "$work/elsewhere"
 bin="$work/venv/bin"
 cp -r "$repo/examples/predictions" preds
 cp -r "$repo/annotations/demo" demo
 set -x
-"$bin/judge-data" rubric show mmie | head -n 1
+"$bin/judge-data" rubric show mmie >out.rubric && head -n 1 out.rubric  # no pipe into head: see above
 "$bin/judge-data" rubric show rubric6 >/dev/null 2>&1 && exit 1  # a run config is no rubric: must fail
 "$bin/judge-data" build --config rubric6 --no-tokens --set "data.annotations=[demo/annotations.jsonl]" --out out/r6 | tail -n 1
 "$bin/judge-score" preds/mmra/predictions.jsonl --no-judge --out out/mmra --no-progress | tail -n 2
