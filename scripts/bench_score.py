@@ -567,14 +567,20 @@ def rates(seconds: float, flops: float, peak: float | None) -> dict:
 def write_result(out_dir: str, name: str, device: str, result: dict) -> Path:
     from judge.core.atomic import write_json
 
-    tag = "cuda" if device.startswith("cuda") else "cpu"
-    gpu = result.get("device", {}).get("name") if tag == "cuda" else None
-    if gpu:
-        tag = "".join(c if c.isalnum() else "-" for c in gpu.replace("NVIDIA ", "")).strip("-").lower()
+    tag = device_tag(device, result.get("device", {}).get("name"))
     path = Path(out_dir) / f"{name}_{tag}_{time.strftime('%Y%m%d-%H%M%S')}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     write_json(path, result)
     return path
+
+
+def device_tag(device: str, name: str | None) -> str:
+    """``cpu``, or the GPU's name as a file-name part (``h100-80gb-hbm3``); ``cuda`` if it has none."""
+    if not device.startswith("cuda"):
+        return "cpu"
+    if not name:
+        return "cuda"
+    return "".join(c if c.isalnum() else "-" for c in name.replace("NVIDIA ", "")).strip("-").lower()
 
 
 def resolve_device(name: str) -> str:

@@ -45,7 +45,9 @@ def root(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("images")
     shutil.copytree(REPO / "annotations" / "demo" / "images", root / "images")
     rng = np.random.default_rng(0)
-    Image.fromarray((rng.random((3000, 3000, 3)) * 255).astype("uint8")).save(root / "big.jpg", quality=90)
+    # Noise decodes slowly: each item of it keeps the worker busy (~1 s on a 2-core CPU) in the tests below.
+    noise = rng.integers(0, 256, size=(6000, 6000, 3), dtype=np.uint8)
+    Image.fromarray(noise).save(root / "big.jpg", quality=90)
     return root
 
 
@@ -309,7 +311,7 @@ def _dropped(server) -> float:
 
 @pytest.mark.slow
 def test_full_queue_is_429_with_retry_after(tight):
-    # Each big item keeps the worker ~0.5 s; eight requests of two at once overflow a queue of three.
+    # Each big item keeps the worker ~1 s; eight requests of two at once overflow a queue of three.
     bodies = [{"items": [{**BIG, "id": f"b{i}-{j}"} for j in range(2)]} for i in range(8)]
     with ThreadPoolExecutor(8) as pool:
         answers = list(pool.map(lambda b: post(tight, b, headers={}), bodies))
@@ -324,7 +326,8 @@ def test_deadline_is_504_and_a_gone_client_is_dropped(tight):
     slow = threading.Thread(target=post, args=(tight, {"items": [{**BIG, "id": f"b{i}"} for i in range(3)]}),
                             kwargs={"headers": {}})  # fmt: skip
     slow.start()
-    _wait_for_queue(tight, 2)  # the worker is on b0 (~0.5 s each); b1 and b2 wait
+    _wait_for_queue(tight, 2)  # the worker is on b0 (~1 s each); b1 and b2 wait
+    # A deadline in the body, then one in the header: both pass while b1 and b2 still wait.
     r = post(tight, {"items": demo_items(1)[:1], "timeout": 0.3}, headers={})
     assert r.status_code == 504 and "deadline" in r.json()["error"]["message"]
     r = post(tight, {"items": demo_items(1)[:1]}, headers={"X-Request-Timeout": "0.3"})

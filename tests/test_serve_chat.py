@@ -211,3 +211,23 @@ def test_refusals_name_the_field_and_the_server_keeps_serving(client, options, c
 
 def test_models_lists_the_served_id(client):
     assert [m.id for m in client.models.list()] == [MODEL]
+
+
+def test_readme_openai_example_runs_as_written(tmp_path):
+    """The README's openai example, against a server named as the demo judge's folder is ("judge")."""
+    import re
+    import subprocess
+    import sys
+
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    m = re.search(r"<!-- chat-example[^>]*-->\s*```python\n(.*?)```", text, re.S)
+    assert m, "README.md lost its openai example block (marked <!-- chat-example ... -->)"
+    args = ["--judge", "tiny", "--rubric", "mmie", "--served-name", "judge"]
+    with running_server(args, tmp_path) as s:
+        code = m.group(1).replace("http://127.0.0.1:8000", s.url)
+        out = subprocess.run(
+            [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120
+        )
+    assert out.returncode == 0, out.stderr[-3000:]
+    content, expected = out.stdout.split()
+    assert content in {str(v) for v in range(7)} and 0 <= float(expected) <= 6

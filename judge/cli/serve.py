@@ -28,6 +28,7 @@ GROUPS = {
         "max_batch_tokens",
         "batch_size",
         "max_wait_ms",
+        "max_padding",
         "max_queue",
         "timeout_s",
         "max_body_mb",

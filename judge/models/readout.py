@@ -155,10 +155,16 @@ class ExpectedScorer:
         share_prefix: bool = True,
         batch_tokens: int = BATCH_TOKENS,
         max_batch_size: int = 64,
+        max_padding: float | None = None,
     ) -> Iterator[list[tuple[ScoreRequest, list[CriterionScore]]]]:
-        """:meth:`score` for requests already encoded (the engine checks lengths in between)."""
+        """:meth:`score` for requests already encoded (the engine checks lengths in between).
+
+        ``max_padding``: also close a forward batch before its padded cost would exceed
+        ``1 + max_padding`` times its real tokens (``None``: only the budget and size bound it).
+        """
         yield from self.score_batches(
-            _pack(encoded, share_prefix, batch_tokens, max_batch_size), share_prefix=share_prefix
+            _pack(encoded, share_prefix, batch_tokens, max_batch_size, max_padding),
+            share_prefix=share_prefix,
         )
 
     def score_batches(
@@ -417,23 +423,34 @@ def plan_batches(
 
 
 def _pack(
-    encoded: Sequence[Encoded], share_prefix: bool, budget: int, max_size: int
+    encoded: Sequence[Encoded],
+    share_prefix: bool,
+    budget: int,
+    max_size: int,
+    max_padding: float | None = None,
 ) -> Iterator[list[Encoded]]:
     """Longest first, under a budget of tokens processed per forward pass, padding included."""
-    for idx in _pack_indices(encoded, share_prefix, budget, max_size):
+    for idx in _pack_indices(encoded, share_prefix, budget, max_size, max_padding):
         yield [encoded[i] for i in idx]
 
 
 def _pack_indices(
-    items: Sequence[Encoded | EncodedShape], share_prefix: bool, budget: int, max_size: int
+    items: Sequence[Encoded | EncodedShape],
+    share_prefix: bool,
+    budget: int,
+    max_size: int,
+    max_padding: float | None = None,
 ) -> Iterator[list[int]]:
     order = sorted(range(len(items)), key=lambda i: -items[i].max_len)
     batch: list[int] = []
     for i in order:
         cand = batch + [i]
         members = [items[j] for j in cand]
+        cost = batch_cost(members, share_prefix)
         if batch and (
-            batch_cost(members, share_prefix) > budget or sum(len(x.lengths) for x in members) > max_size
+            cost > budget
+            or sum(len(x.lengths) for x in members) > max_size
+            or (max_padding is not None and cost > (1 + max_padding) * real_tokens(members, share_prefix))
         ):
             yield batch
             cand = [i]
@@ -450,6 +467,13 @@ def batch_cost(batch: Sequence[Encoded | EncodedShape], share_prefix: bool) -> i
     prefix = max(e.prefix_len for e in batch)
     suffix = max(n - e.prefix_len for e in batch for n in e.lengths)
     return len(batch) * prefix + n_seqs * (suffix + 1)
+
+
+def real_tokens(batch: Sequence[Encoded | EncodedShape], share_prefix: bool) -> int:
+    """The tokens of :func:`batch_cost` that are not padding."""
+    if not share_prefix:
+        return sum(sum(e.lengths) for e in batch)
+    return sum(e.prefix_len + sum(n - e.prefix_len + 1 for n in e.lengths) for e in batch)
 
 
 def _eval_mode(model) -> None:

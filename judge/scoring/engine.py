@@ -436,10 +436,15 @@ class JudgeEngine:
 
         return Prepared(key, item, res, None, batch_cost([res], self.share_prefix))
 
-    def score_prepared(self, prepared: Sequence[Prepared]) -> Iterator[list[Prepared]]:
+    def score_prepared(
+        self, prepared: Sequence[Prepared], *, max_padding: float | None = None
+    ) -> Iterator[list[Prepared]]:
         """Score encoded items (unscorable ones are passed through first): packed by length into
         token-budget forward batches as ``judge-score`` packs them, so an item's scores do not depend on
-        what it is batched with. Yields the items of each forward batch with ``records`` filled in."""
+        what it is batched with. Yields the items of each forward batch with ``records`` filled in.
+
+        ``max_padding`` also closes a forward batch whose padding would pass that fraction of its real
+        tokens (see :meth:`ExpectedScorer.score_encoded`); ``judge-score`` leaves it unset."""
         settled = [p for p in prepared if p.encoded is None]
         if settled:
             yield settled
@@ -458,6 +463,7 @@ class JudgeEngine:
             share_prefix=self.share_prefix,
             batch_tokens=self.batch_tokens,
             max_batch_size=self.batch_size * self._seqs_per_response,
+            max_padding=max_padding,
         ):
             out = []
             for request, scores in batch:

@@ -1,12 +1,13 @@
 """Dynamic batching: requests' items wait in one bounded queue; one worker thread scores them.
 
 A unit is one item with all its requested criteria, so its shared prompt prefix is computed once.
-The worker takes the first waiting unit, then gathers more until the units gathered reach the forward
-pass's token budget or the first one has waited ``max_wait_ms``; it encodes them as they come and
-scores the gathered set with :meth:`JudgeEngine.score_prepared`, the packing and scorer ``judge-score``
-uses (sorted by length, token-budget forward batches). An item's scores therefore do not depend on what
-it was batched with. Units whose request has passed its deadline or whose client went away are dropped
-before compute.
+The worker takes every unit already waiting, up to the forward pass's token budget, and waits for more
+only while the first one has waited less than ``max_wait_ms``; it encodes them as they come and scores
+the gathered set with :meth:`JudgeEngine.score_prepared`, the packing and scorer ``judge-score`` uses
+(sorted by length, token-budget forward batches), where a forward batch also closes before its padding
+passes ``max_padding`` of its real tokens (a window of a few requests has less even lengths than a
+whole sorted file). An item's scores therefore do not depend on what it was batched with. Units whose
+request has passed its deadline or whose client went away are dropped before compute.
 
 The model runs only in the worker thread, off the event loop; results come back to the event loop
 through :class:`asyncio.Future` objects.
@@ -90,12 +91,14 @@ class Batcher:
         *,
         max_queue: int = 1024,
         max_wait_ms: float = 10.0,
+        max_padding: float | None = None,
         stats: BatcherStats | None = None,
         lock: threading.Lock | None = None,
     ):
         self.engine = engine
         self.max_queue = max_queue
         self.max_wait = max_wait_ms / 1000.0
+        self.max_padding = max_padding
         self.budget = engine.batch_tokens
         self.stats = stats or BatcherStats()
         self._queue: deque[_Unit] = deque()
@@ -174,13 +177,14 @@ class Batcher:
         first_at: float | None = None
         try:
             while tokens < self.budget:
+                # Units already queued are always taken (up to the budget); the wait only bounds how long
+                # the round blocks for units not yet arrived. Breaking on the first unit's age instead
+                # would make every round under load a batch of one.
                 wait = 0.0 if first_at is None else first_at + self.max_wait - time.monotonic()
-                if first_at is not None and wait <= 0:
-                    break
                 unit = self._take(max(wait, 0.0))
                 if unit is None:
-                    if first_at is None:
-                        return
+                    if first_at is None or wait <= 0 or self._stopping:  # stopping: no more will come
+                        break
                     continue
                 if unit.ticket.expired:
                     self._drop(unit)
@@ -204,7 +208,9 @@ class Batcher:
             t0 = time.perf_counter()
             units = {p.key: u for u, p in gathered}
             with self._lock:
-                for group in self.engine.score_prepared([p for _, p in gathered]):
+                for group in self.engine.score_prepared(
+                    [p for _, p in gathered], max_padding=self.max_padding
+                ):
                     for p in group:
                         n = p.encoded.lengths
                         self._answer(units.pop(p.key), UnitResult(p.records or [], sum(n), len(n)))

@@ -65,6 +65,12 @@ class ServeConfig(Settings):
         ge=0,
         description="how long the first item of a batch waits for others to join it (default 10 ms)",
     )
+    max_padding: float = Field(
+        0.10,
+        ge=0,
+        description="a forward batch closes before its padding passes this fraction of its real tokens "
+        "(default 0.10; measured on the CPU, where a padding token costs what a real one does)",
+    )
     max_queue: int = Field(
         1024, ge=1, description="items waiting at most; a request that does not fit gets 429 (default 1024)"
     )

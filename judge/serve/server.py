@@ -48,7 +48,7 @@ def banner(service: JudgeService, url: str) -> str:
             f"  limits: {cfg.max_items} items/request, {cfg.max_images} images/item, "
             f"{cfg.max_image_bytes:,} bytes and {cfg.max_image_pixels:,} pixels/image, body {cfg.max_body_mb:g} MB, "
             f"queue {cfg.max_queue} items, batch {cfg.max_batch_tokens} tokens, wait {cfg.max_wait_ms:g} ms, "
-            f"timeout {cfg.timeout_s:g} s",
+            f"padding {cfg.max_padding:.0%}, timeout {cfg.timeout_s:g} s",
         ]
     )
 

@@ -155,6 +155,7 @@ class JudgeService:
             self.engine,
             max_queue=self.cfg.max_queue,
             max_wait_ms=self.cfg.max_wait_ms,
+            max_padding=self.cfg.max_padding,
             stats=stats,
             lock=self.model_lock,
         )
@@ -203,6 +204,7 @@ class JudgeService:
             "max_new_tokens": c.max_new_tokens,
             "max_batch_tokens": c.max_batch_tokens,
             "max_wait_ms": c.max_wait_ms,
+            "max_padding": c.max_padding,
             "max_queue": c.max_queue,
             "timeout_s": c.timeout_s,
             "image_root": str(self._image_root) if self._image_root else None,
