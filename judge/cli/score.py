@@ -64,6 +64,7 @@ GROUPS = {
         "overwrite",
         "progress",
     ],
+    "summary": ["leaderboard_resamples", "leaderboard_seed"],
 }
 
 
@@ -111,8 +112,9 @@ def print_result(result: ScoreResult) -> None:
     if result.summary:
         print(render_markdown(result.summary, compact=True))
     print(f"wrote {result.written} new score records in {result.seconds:.1f} s")
+    width = max((len(name) for name in result.files), default=0)
     for name, path in result.files.items():
-        print(f"  {name:8s} {path}")
+        print(f"  {name:{max(width, 8)}s} {path}")
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@
 * :mod:`.inputs`: prediction files of every supported format, and annotation files;
 * :mod:`.output`: ``scores.jsonl`` appended per batch with fsync, resume, shard parts and merge;
 * :mod:`.summary`: judge means per benchmark/task/model, the metrics' rows, ``summary.{md,csv,json}``;
+* :mod:`.leaderboard`: models ranked per benchmark and task (bootstrap intervals, win rates) for the summary;
 * :mod:`.run`: one run end to end (:func:`score_files`), sharded under ``accelerate launch``;
 * :mod:`.remote`: :class:`JudgeClient`, scoring through a running ``judge-serve`` (``--server``).
 

@@ -120,6 +120,17 @@ class ScoreConfig(Settings):
     clip_model: PathText | None = Field(
         None, description="CLIP model folder, hub id or 'tiny' for `baseline` clipscore"
     )
+    leaderboard_resamples: int = Field(
+        1000,
+        ge=1,
+        description="bootstrap resamples (questions drawn with replacement) for the leaderboard's "
+        "intervals of each model's mean and rank and of the win rates (default 1000)",
+    )
+    leaderboard_seed: int = Field(
+        0,
+        ge=0,
+        description="seed of the leaderboard's resamples (default 0): the same seed gives the same intervals",
+    )
     chunk_size: int = Field(
         256,
         ge=1,

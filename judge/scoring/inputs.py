@@ -88,6 +88,13 @@ def annotation_as_prediction(rec: AnnotationRecord, benchmark: str) -> Predictio
     return pred
 
 
+def question_id(rec: PredictionRecord) -> str:
+    """The question a scored item answers: an annotation record's ``question_id`` (each response has its
+    own id there), else the item's ``id`` (candidate models' predictions for one item share it)."""
+    qid = rec.meta.get("question_id") if rec.meta.get("source") == "annotations" else None
+    return str(qid) if qid else rec.id
+
+
 def load_inputs(
     paths: list[str | Path],
     *,

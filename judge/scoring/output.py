@@ -6,6 +6,8 @@ Out folder (``--out``, default ``runs/score``)::
     scores.jsonl             one ScoreRecord per line; the merged, sorted result at the end of a run
     scores.part{rank}.jsonl  while a sharded run (several processes) is going: each process's own file
     summary.{md,csv,json}    written atomically from scores.jsonl at the end of a run
+    leaderboard.csv, win_rates.csv, leaderboard.png
+                             beside the summary when the run has judge scores (judge.scoring.leaderboard)
 
 Durability. Each finished batch is appended to the writing process's file in one ``os.write``,
 then ``fsync``-ed, so after a kill the file holds every finished batch and at most one torn last
@@ -38,7 +40,14 @@ from judge.models.card import JudgeCard
 
 SCORES = "scores.jsonl"
 RUN = "run.json"
-SUMMARY_FILES = ("summary.md", "summary.csv", "summary.json")
+SUMMARY_FILES = (
+    "summary.md",
+    "summary.csv",
+    "summary.json",
+    "leaderboard.csv",
+    "win_rates.csv",
+    "leaderboard.png",
+)
 _PART_RE = re.compile(r"^scores\.part(\d+)\.jsonl$")
 
 logger = logging.getLogger(__name__)

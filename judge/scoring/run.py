@@ -14,7 +14,8 @@ Steps (every process of a sharded run does them all, except where marked *main*)
    ``world`` takes every ``world``-th of them (input order), appending each batch to its file. With
    ``server`` the judge is a running judge-serve (:class:`~judge.scoring.remote.JudgeClient`): its judge
    and rubric settle step 1 and make the run's identity, and each finished request is a batch;
-6. *main*, after every process finished: merge into a sorted ``scores.jsonl``, write the summary.
+6. *main*, after every process finished: merge into a sorted ``scores.jsonl``, write the summary
+   and its leaderboard (:mod:`~judge.scoring.summary`, :mod:`~judge.scoring.leaderboard`).
 
 Sharding uses accelerate's process state only when launched with several processes
 (``WORLD_SIZE > 1``); a plain ``judge-score`` never needs ``accelerate launch``.
@@ -47,7 +48,7 @@ from judge.scoring.engine import (
     resolve_device,
     resolve_judge,
 )
-from judge.scoring.inputs import Inputs, load_inputs
+from judge.scoring.inputs import Inputs, load_inputs, question_id
 from judge.scoring.output import (
     RunEvent,
     RunIdentity,
@@ -333,6 +334,12 @@ def _finish(
         criteria={fam_id: fam.criterion_ids for fam_id, fam in rubric.families.items()},
         skipped_invalid=[e.to_dict() for e in job.inputs.errors],
         not_scored=not_scored,
+        leaderboard_resamples=job.cfg.leaderboard_resamples,
+        leaderboard_seed=job.cfg.leaderboard_seed,
+        # Annotation inputs: responses to one question have their own ids and share its question_id.
+        questions={
+            item_key(r.benchmark, r.model, r.id): q for r in job.records if (q := question_id(r)) != r.id
+        },
     )
     files.update(write_summary(job.out_dir, summary))
     return files, summary

@@ -10,6 +10,11 @@ over the scored items, ``percent`` is ``(mean - min) / (max - min) x 100`` (MMIE
 percentage, mean / 6 x 100), ``n``/``n_scored``/``n_unscorable`` count items, and ``reasons``
 counts the unscorable ones by reason code. Metric rows are
 :func:`judge.benchmarks.summarize`'s, unchanged (their values are x100 as in the official tables).
+
+The leaderboard (:mod:`judge.scoring.leaderboard`: models ranked per benchmark and task by their
+judge scores, bootstrap intervals, pairwise win rates) is ``summary.json``'s ``leaderboard`` and a
+section of ``summary.md``, and is written beside them as ``leaderboard.csv``, ``win_rates.csv`` and
+``leaderboard.png`` when the run has judge scores.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from judge.benchmarks import summarize
 from judge.core.atomic import atomic_write, write_json
 from judge.core.rubric import OVERALL
 from judge.core.schema import ScoreRecord
+from judge.scoring import leaderboard as lb
 
 JUDGE_SOURCE = "judge toolkit"
 CSV_COLUMNS = [
@@ -179,8 +185,12 @@ def build_summary(
     skipped_invalid: list[dict] | None = None,
     not_scored: dict[str, Any] | None = None,
     files: dict[str, str] | None = None,
+    leaderboard_resamples: int = lb.RESAMPLES,
+    leaderboard_seed: int = lb.SEED,
+    questions: dict[tuple[str, str, str], str] | None = None,
 ) -> dict[str, Any]:
-    """Everything ``summary.json`` holds."""
+    """Everything ``summary.json`` holds; ``leaderboard_*``: the leaderboard's bootstrap resamples and seed;
+    ``questions``: the question of each item whose id is not it (see :func:`judge.scoring.leaderboard.build_leaderboard`)."""
     by_metric = Counter(r["metric"] for r in records)
     return {
         "run": run,
@@ -192,6 +202,13 @@ def build_summary(
         "judge": judge_rows(records, scale, criteria),
         "metrics": metric_rows(records),
         "baselines": baseline_rows(records),
+        "leaderboard": lb.build_leaderboard(
+            records,
+            resamples=leaderboard_resamples,
+            seed=leaderboard_seed,
+            scale=scale,
+            question_map=questions,
+        ),
         "unscorable": unscorable_table(records),
         "skipped_invalid": skipped_invalid or [],
         "not_scored": not_scored or {},
@@ -327,6 +344,7 @@ def render_markdown(summary: dict[str, Any], *, compact: bool = False) -> str:
             "",
         ]
         parts += ["\n\n".join(judge_tables(summary["judge"]))]
+    parts += lb.leaderboard_markdown(summary.get("leaderboard") or {}, compact=compact)
     mrows = summary.get("metrics") or []
     if mrows:
         parts += [
@@ -388,10 +406,16 @@ def render_markdown(summary: dict[str, Any], *, compact: bool = False) -> str:
 
 
 def write_summary(out_dir: str | Path, summary: dict[str, Any]) -> dict[str, str]:
-    """Write ``summary.json``, ``summary.csv`` and ``summary.md`` atomically; returns their paths."""
+    """Write ``summary.json``, ``summary.csv`` and ``summary.md`` atomically, and the leaderboard's files
+    when it has boards (:func:`judge.scoring.leaderboard.write_leaderboard`); returns their paths by key
+    (``json``, ``csv``, ``md``, then ``leaderboard_csv``, ``win_rates_csv``, ``leaderboard_png``)."""
     out_dir = Path(out_dir)
     paths = {k: str(out_dir / f"summary.{k}") for k in ("json", "csv", "md")}
-    summary.setdefault("files", {}).update(paths)
+    paths.update(lb.write_leaderboard(out_dir, summary.get("leaderboard") or {}))
+    files = summary.setdefault("files", {})
+    for key in lb.FILES:  # a rewritten summary names only the files it wrote
+        files.pop(key, None)
+    files.update(paths)
     write_json(paths["json"], summary)
     buf = io.StringIO()
     rows = [*summary["judge"], *summary["metrics"], *summary.get("baselines", [])]
