@@ -8,7 +8,7 @@ minus writing). The JSON result goes to ``benchmarks/results/`` with the machine
 (CPU count, threads, load average before and after: other jobs on a shared machine skew timings).
 
     python scripts/bench_prefix.py                    # tiny judge, first 60 demo responses, 3 runs each
-    python scripts/bench_prefix.py --all              # the whole demo set (300 responses)
+    python scripts/bench_prefix.py --all              # the whole demo set (750 responses)
     python scripts/bench_prefix.py --threads 1        # steadier on a CPU shared with other jobs
     python scripts/bench_prefix.py --device cuda --dtype bfloat16
 """

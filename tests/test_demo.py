@@ -34,6 +34,13 @@ def _image_bytes(folder: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted((folder / "images").glob("*.png"))}
 
 
+def _off_prompt(rec: dict) -> bool:
+    """A response whose text is only the generator's rambling sentences (the off-prompt failure)."""
+    from judge.testing.demo import RAMBLE
+
+    return all(s.strip() in RAMBLE for s in re.findall(r"[^.]+\.", _text(rec["response"])))
+
+
 def _mean_score(rec: dict, criterion: str) -> float:
     return statistics.fmean(s[criterion] for s in rec["scores"].values())
 
@@ -168,7 +175,7 @@ def test_reference_only_for_msr(small):
             ref = rec["reference"]
             assert isinstance(ref, list) and len(ref) == 1 and ref[0]["type"] == "text"
             assert REFERENCE_RE.match(ref[0]["text"]), ref
-            assert FINAL_RE.search(_text(rec["response"]))
+            assert bool(FINAL_RE.search(_text(rec["response"]))) != _off_prompt(rec)  # off-prompt: no answer
         else:
             assert rec["reference"] is None
 
@@ -204,16 +211,26 @@ def test_bad_arguments(tmp_path):
 
 def test_default_set_is_small_on_disk(default_set):
     jsonl, records = default_set
-    assert len(records) == 300
+    assert len(records) == 750
     total = sum(p.stat().st_size for p in jsonl.parent.rglob("*") if p.is_file())
-    assert total < 2_000_000, total
+    assert total < 7_000_000, total
+
+
+def test_the_shipped_set_is_the_default_generation(default_set):
+    """annotations/demo is what generate_demo() writes by default, byte for byte (regenerate it after
+    changing the generator: judge-data demo)."""
+    jsonl, _ = default_set
+    shipped = Path(__file__).resolve().parents[1] / "annotations" / "demo"
+    assert (shipped / "annotations.jsonl").read_bytes() == jsonl.read_bytes()
+    assert (shipped / "README.md").read_bytes() == (jsonl.parent / "README.md").read_bytes()
+    assert _image_bytes(shipped) == _image_bytes(jsonl.parent)
 
 
 def test_final_answer_drives_final_answer_accuracy(default_set):
     _, records = default_set
     right, wrong = [], []
     for rec in records:
-        if rec["task"] != "MSR":
+        if rec["task"] != "MSR" or _off_prompt(rec):
             continue
         stated = FINAL_RE.search(_text(rec["response"])).group(1)
         reference = REFERENCE_RE.match(rec["reference"][0]["text"]).group(1)
@@ -258,3 +275,48 @@ def test_annotators_agree_but_not_perfectly(default_set):
     rho = stats.spearmanr(ann1, ann2).statistic
     assert 0.5 < rho < 0.95, rho
     assert sum(a != b for a, b in zip(ann1, ann2, strict=True)) > len(records) // 4
+
+
+def _blank(path: Path) -> bool:
+    with Image.open(path) as im:
+        return im.convert("L").getextrema() == (255, 255)
+
+
+def test_blank_pictures_lower_the_image_criteria(default_set):
+    """A blank (all-white) response picture is a visible failure that the image criteria punish."""
+    jsonl, records = default_set
+    with_blank, without = [], []
+    for rec in records:
+        if rec["task"] == "MSR":
+            continue
+        pics = [seg["image"] for seg in rec["response"] if seg["type"] == "image"]
+        (with_blank if any(_blank(jsonl.parent / p) for p in pics) else without).append(rec)
+    assert len(with_blank) >= 10 and len(without) >= 10
+    for crit in ("image_quality", "text_image_coherence"):
+        gap = statistics.fmean(_mean_score(r, crit) for r in without) - statistics.fmean(
+            _mean_score(r, crit) for r in with_blank
+        )
+        assert gap > 1, (crit, gap)
+    # No question picture is ever blank: the failure is the responding model's.
+    assert not any(
+        _blank(jsonl.parent / s["image"]) for r in records for s in r["question"] if s["type"] == "image"
+    )
+
+
+def test_off_prompt_responses_talk_of_other_things_and_score_low(default_set):
+    from judge.testing.demo import RAMBLE
+
+    _, records = default_set
+    off = [
+        r for r in records if all(s.strip() in RAMBLE for s in re.findall(r"[^.]+\.", _text(r["response"])))
+    ]
+    on = [r for r in records if r not in off]
+    assert len(off) >= 10
+    assert all("ramble" in next(iter(r["rationale"].values())) for r in off)
+    gap = statistics.fmean(_mean_score(r, "overall") for r in on) - statistics.fmean(
+        _mean_score(r, "overall") for r in off
+    )
+    assert gap > 1.2, gap
+    # Weaker models wander off the prompt more often.
+    share = {m: sum(r["model"] == m for r in off) / sum(r["model"] == m for r in records) for m in MODELS}
+    assert share["model-c"] > share["model-a"], share

@@ -242,7 +242,7 @@ def test_fsdp_full_finetune_best_checkpoint_save_and_resume(small_demo, tmp_path
     extra = (
         "train.finetune=full",
         "train.max_steps=6",
-        "train.learning_rate=2e-3",
+        "train.learning_rate=4e-3",  # the best validation is not the last step: a checkpoint is loaded back
         "eval.strategy=steps",
         "eval.steps=2",
         "eval.best_metric=overall_mae",
@@ -268,7 +268,8 @@ def test_fsdp_full_finetune_best_checkpoint_save_and_resume(small_demo, tmp_path
     assert card["validation"]["untrained"]["overall_n"] == final["overall_n"]
     _assert_reloads_as_trained(out, rubric)
 
-    # --resume from checkpoint-4 (weights and optimizer into the shards) ends where the run ended.
+    # --resume from the best checkpoint (weights and optimizer into the shards; with checkpoint-6 gone it
+    # is the newest left, save_total_limit keeping the best and the last) ends where the run ended.
     ckpt = out / "checkpoints"
     ref_losses = _losses(ckpt / "checkpoint-6" / "trainer_state.json")
     shutil.rmtree(ckpt / "checkpoint-6")
@@ -276,8 +277,8 @@ def test_fsdp_full_finetune_best_checkpoint_save_and_resume(small_demo, tmp_path
     _train("fsdp.yaml", 29521, small_demo, out, *extra, flags=("--resume",))
     assert _losses(ckpt / "checkpoint-6" / "trainer_state.json") == pytest.approx(ref_losses, rel=1e-5)
     resumed = _card(out)
-    assert [e["step"] for e in resumed["training"]["evaluations"]] == [6]
-    _assert_same(resumed["training"]["evaluations"][0], evals[6], tol=1e-6)
+    assert [e["step"] for e in resumed["training"]["evaluations"]] == [s for s in (2, 4, 6) if s > best]
+    _assert_same(resumed["training"]["evaluations"][-1], evals[6], tol=1e-6)
     _assert_same(resumed["validation"]["final"], final, tol=1e-6)
     _assert_reloads_as_trained(out, rubric)
 
@@ -335,7 +336,7 @@ def test_deepspeed(config, finetune, port, small_demo, tmp_path, rubric):
         extra = (
             "train.finetune=full",
             "train.max_steps=6",
-            "train.learning_rate=2e-3",
+            "train.learning_rate=4e-3",  # the best validation is not the last step: a checkpoint is loaded back
             "eval.best_metric=overall_mae",
         )
     else:

@@ -88,7 +88,7 @@ def build_parser() -> Parser:
     d.add_argument("--out", default="annotations/demo", help="output folder (default: annotations/demo)")
     d.add_argument("--seed", type=nonnegative_int, default=0, help="random seed (default: 0)")
     d.add_argument(
-        "--n-questions", type=positive_int, default=100, help="questions (3 responses each; default: 100)"
+        "--n-questions", type=positive_int, default=250, help="questions (3 responses each; default: 250)"
     )
 
     t = sub.add_parser("tiny-model", help="save the seeded tiny InternVL scorer to a folder")

@@ -25,6 +25,11 @@ How a response is made:
    criteria (``OVERALL_WEIGHTS``).
 4. Each annotator adds a fixed bias and Gaussian noise to every true score, rounds
    half up and clips to 0..6 (``ANNOTATOR_PROFILES``).
+
+Two failure modes of real multimodal generators are in the set too, more often for weaker models: a
+*blank picture* (a plain white canvas: no caption match, not clean, off the question's background) and
+an *off-prompt* response (its text replaced by fluent sentences about everyday things, ``RAMBLE``; the
+factors of answering the task are 0, see ``OFF_PROMPT_FAILS``).
 """
 
 from __future__ import annotations
@@ -112,6 +117,8 @@ DRAW_P: dict[str, tuple[float, float]] = {
     "read_ok": (0.25, 0.7),
     "arith": (0.35, 0.6),
     "steps_msr": (0.2, 0.75),
+    "blank": (0.4, -0.35),
+    "off_prompt": (0.24, -0.22),
 }
 
 
@@ -541,17 +548,30 @@ def _tone(rng: random.Random, q: float, draft: _Draft) -> _Sentence | None:
 
 def _picture_flags(
     rng: random.Random, q: float, n_images: int, draft: _Draft
-) -> list[tuple[bool, bool, bool]]:
-    """(caption matches, clean, on the question's background) per response picture."""
-    flags = [
-        (_bern(rng, _p("match", q)), _bern(rng, _p("clean", q)), _bern(rng, _p("style", q)))
-        for _ in range(n_images)
-    ]
+) -> list[tuple[bool, bool, bool, bool]]:
+    """(caption matches, clean, on the question's background, blank) per response picture.
+
+    A blank picture (the model drew nothing: a plain white canvas) matches no caption, is not clean and
+    is not on the question's background."""
+    flags = []
+    for _ in range(n_images):
+        match, clean, styled = (
+            _bern(rng, _p("match", q)),
+            _bern(rng, _p("clean", q)),
+            _bern(rng, _p("style", q)),
+        )
+        blank = _bern(rng, _p("blank", q))
+        flags.append((False, False, False, True) if blank else (match, clean, styled, False))
     draft.factors["image_text_match"] = sum(f[0] for f in flags) / n_images
     draft.factors["image_clean"] = sum(f[1] for f in flags) / n_images
     draft.factors["image_style"] = sum(f[2] for f in flags) / n_images
-    for i, (_, clean, _) in enumerate(flags):
-        if not clean:
+    for i, (_, clean, _, blank) in enumerate(flags):
+        if blank:
+            draft.notes.setdefault("image_clean", f"Picture {i + 1} is blank: nothing is drawn on it.")
+            draft.notes.setdefault(
+                "image_text_match", f"Picture {i + 1} is blank, so it shows nothing the text says."
+            )
+        elif not clean:
             draft.notes.setdefault(
                 "image_clean", f"Picture {i + 1} is smeared with grey scribbles and a blotch."
             )
@@ -579,13 +599,15 @@ def _picture(
     draft: _Draft,
     index: int,
     said: tuple[int, str, str],
-    flags: tuple[bool, bool, bool],
+    flags: tuple[bool, bool, bool, bool],
     scene_name: str,
     scene: tuple[tuple[int, int, int], tuple[int, int, int]],
     layout: str,
     max_count: int,
 ) -> Image.Image:
-    match, clean, styled = flags
+    match, clean, styled, blank = flags
+    if blank:
+        return Image.new("RGB", IMAGE_SIZE, (255, 255, 255))
     drawn = said
     if not match:
         drawn, said_phrase, drawn_phrase = _mismatch(rng, said, max_count)
@@ -976,6 +998,49 @@ def _msr_response(q: _Question, rng: random.Random, skill: float) -> tuple[_Draf
     return d, answer
 
 
+# --------------------------------------------------------------------------- failure modes
+
+#: What an off-prompt response says instead of answering: everyday sentences about nothing in the task.
+RAMBLE = [
+    "My neighbour grows tomatoes on her balcony every summer.",
+    "The football match last night went into extra time.",
+    "Trains to the coast are always busy on holiday weekends.",
+    "Coffee tastes better after a long walk in the cold.",
+    "The town library closes early on Sundays and public holidays.",
+    "Our old car needs new tyres before the winter comes.",
+    "Jazz sounds best in a small and crowded room.",
+    "The recipe calls for two eggs and a pinch of salt.",
+    "Swimming lessons start again after the school holidays.",
+    "The cinema on the high street shows old films on Mondays.",
+]
+
+#: The factors an off-prompt response fails (set to 0); its text is fluent (text_clean, tone: 1).
+OFF_PROMPT_FAILS: dict[str, tuple[str, ...]] = {
+    "SA": ("context_kept", "novelty", "image_text_match"),
+    "PBL": ("task_match", "steps_complete", "engagement", "image_text_match"),
+    "MSR": ("task_understood", "image_read", "arith_ok", "final_correct", "steps_shown"),
+}
+
+
+def _off_prompt(rng: random.Random, q: float, family: str, draft: _Draft) -> bool:
+    """With p = 0.24 - 0.22q the response ignores the task: each text part is replaced by as many
+    rambling sentences (:data:`RAMBLE`), the pictures stay. Returns whether it happened."""
+    if not _bern(rng, _p("off_prompt", q)):
+        return False
+    for i, part in enumerate(draft.parts):
+        if isinstance(part, list):
+            draft.parts[i] = [_Sentence(t, False) for t in rng.sample(RAMBLE, min(len(part), len(RAMBLE)))]
+    note = "The text ignores the task and rambles about everyday things instead."
+    draft.notes = {"_good": draft.notes["_good"]}
+    for f in OFF_PROMPT_FAILS[family]:
+        draft.factors[f] = 0.0
+        draft.notes[f] = note
+    draft.factors["text_clean"] = 1.0
+    if "tone" in FACTORS[family]:
+        draft.factors["tone"] = 1.0
+    return True
+
+
 # --------------------------------------------------------------------------- scoring
 
 
@@ -1075,7 +1140,7 @@ def _write_atomic(path: Path, data: bytes) -> None:
 def generate_demo(
     out_dir: str | Path,
     *,
-    n_questions: int = 100,
+    n_questions: int = 250,
     responses_per_question: int = 3,
     n_annotators: int = 3,
     seed: int = 0,
@@ -1126,6 +1191,7 @@ def generate_demo(
                 skill = min(0.98, max(0.02, rrng.gauss(MODEL_SKILL[model], SKILL_SD)))
                 made = make_response(question, rrng, skill)
                 draft, answer = made if isinstance(made, tuple) else (made, None)
+                _off_prompt(rrng, skill, family, draft)
                 truth = true_scores(family, draft.factors)
                 arng = random.Random(f"judge-demo:{seed}:{rid}:annotators")
                 scores, rationale = _annotate(family, truth, _main_note(family, draft), n_annotators, arng)
@@ -1260,6 +1326,17 @@ def _readme(
             formula = " + ".join([_fmt(base)] + [f"{_fmt(w)} x `{fac}`" for fac, w in weights.items()])
             lines.append(f"| `{crit}` | clip({formula}, 0, 6) | {_fmt(OVERALL_WEIGHTS[f][crit])} |")
     lines += [
+        "",
+        "## Failure modes",
+        "",
+        "Two failures of real multimodal generators are drawn on top of the factors, more often for weaker",
+        f"models: a **blank picture** (each response picture with p = {_pt('blank')}: a plain white canvas,",
+        "so that picture counts as not matching its caption, not clean and off the question's background) and",
+        f"an **off-prompt** response (p = {_pt('off_prompt')}: every text part replaced by as many fluent",
+        "sentences about everyday things; the pictures stay). An off-prompt response scores 0 on the factors",
+        "of answering the task ("
+        + "; ".join(f"{f}: " + ", ".join(f"`{x}`" for x in OFF_PROMPT_FAILS[f]) for f in FAMILIES)
+        + ") and 1 on clean writing. The tables above give what each factor costs.",
         "",
         "## Simulated annotators",
         "",
