@@ -94,6 +94,7 @@ def test_end_to_end_report(tmp_path, small_demo, demo_records, capsys):
         "criteria.png",
         "confusion.png",
         "calibration.png",
+        "bias.png",
         "clipscore.jsonl",
     ):
         assert (out / name).is_file() and (out / name).stat().st_size > 0, name
@@ -137,7 +138,7 @@ def test_end_to_end_report(tmp_path, small_demo, demo_records, capsys):
     assert md.startswith("# Judge agreement") and "A demonstration on synthetic data." in md.split("\n## ")[0]
     assert "](scatter.png)" in md and "†" in md
     html = (out / "report.html").read_text()
-    assert html.count('src="data:image/png;base64,') == 4
+    assert html.count('src="data:image/png;base64,') == 5
     assert "<script" not in html and "<link" not in html and 'src="http' not in html
 
 

@@ -45,6 +45,16 @@ def main(argv: list[str] | None = None) -> int:
         "of questions):\n"
     )
     print(format_main_table(data))
+    paired = [pc for pc in data.paired if pc.slice == data.main and pc.spearman is not None]
+    if paired:
+        print("\nPaired differences in Spearman on the same resamples (A - B [95% CI], p):")
+        for pc in paired:
+            st = pc.spearman
+            assert st is not None
+            ci = f"[{st.ci[0]:+.2f}, {st.ci[1]:+.2f}]" if st.ci else "[-]"
+            p = f"p = {st.p:.3f}" if st.p is not None else "p = -"
+            diff = "-" if st.diff is None else f"{st.diff:+.3f}"
+            print(f"  {pc.a} - {pc.b}: {diff} {ci}, {p} ({pc.n} items, {pc.n_questions} questions)")
     if data.warnings:
         print("\nwarnings:")
         for w in data.warnings:

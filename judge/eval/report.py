@@ -14,7 +14,11 @@ The flow (:func:`run_report`, the one function the command calls):
    score; all criteria pooled), the human ceiling and each scorer's statistics with cluster
    bootstrap intervals (questions resampled; :mod:`judge.eval.bootstrap`), and for every pair of
    scorers the paired bootstrap of the difference in correlation;
-5. write the files atomically.
+5. bias against humans on the overall score (:mod:`judge.eval.bias`): each scorer's partial
+   correlation with response length given the human score, its offset per responding model, and
+   its ranking of the models beside the humans' (Kendall tau-b), with intervals from the same
+   question resamples as the main table;
+6. write the files atomically.
 
 The main table is the slice ``criterion = overall`` (every scorer, CLIPScore included, can be
 compared there); without human overall scores it is all criteria pooled.
@@ -39,6 +43,7 @@ from judge.core.atomic import atomic_write, write_json
 from judge.core.errors import JudgeError
 from judge.core.rubric import OVERALL, Rubric, load_rubric
 from judge.core.schema import AnnotationRecord
+from judge.eval.bias import MEASURE_LABELS, bias_plot, bias_warnings, build_bias
 from judge.eval.bootstrap import STATS, ClusterBootstrap, bootstrap_correlations, paired_bootstrap, seeded_rng
 from judge.eval.ceiling import human_ceiling
 from judge.eval.config import ReportConfig, ScoreSpec
@@ -53,6 +58,7 @@ from judge.eval.report_data import (
     ReportData,
     ReportSettings,
     RubricInfo,
+    ScorerBias,
     ScorerInfo,
     ScorerStats,
     SliceKind,
@@ -84,6 +90,12 @@ DEFINITIONS = [
     "Paired comparison: the same question resamples for both scorers on the items both scored; the difference "
     "in correlation (A - B), its 95% percentile interval, and a two-sided p-value "
     "p = min(1, 2 (1 + min(#{{d* <= 0}}, #{{d* >= 0}})) / (1 + resamples)).",
+    "Bias against humans (overall score, each scorer on the items it scored): response length = text tokens "
+    "(matches of `\\w+` over the response's text parts) and number of images; partial Spearman of the scorer's "
+    "score with length given the human score (rank-based partial correlation), flagged when its interval excludes "
+    "0; per responding model the offset mean(scorer - human) and the offset relative to the median offset over "
+    "models, flagged when that interval excludes 0 (rubric-scale scorers only); Kendall tau-b between the "
+    "models ranked by mean scorer score and by mean human score.",
     f"† marks a value computed on fewer than {SMALL_N} items or questions: its interval is too wide, and too "
     "unstable, to mean much.",
 ]
@@ -360,6 +372,7 @@ def build_report(
 ) -> ReportData:
     """Everything numeric of a report, as ``report.json`` holds it (see the module docstring)."""
     slices, plans = _slice_reports(items, scorers, rubric, n_boot, seed)
+    bias = build_bias(records, items, scorers, n_boot=n_boot, seed=seed, small_n=SMALL_N)
     return ReportData(
         title=title,
         note=note,
@@ -377,7 +390,8 @@ def build_report(
         main=slices[0].key,
         slices=slices,
         paired=_paired_comparisons(slices, scorers, plans),
-        warnings=_report_warnings(slices, scorers, n_boot),
+        bias=bias,
+        warnings=[*_report_warnings(slices, scorers, n_boot), *bias_warnings(bias)],
         definitions=[d.format(B=n_boot, seed=seed) for d in DEFINITIONS],
     )
 
@@ -719,6 +733,7 @@ def build_document(data: ReportData, plots: dict[str, Path]) -> Doc:
     _breakdown_sections(d, data, plots)
     _every_statistic_section(d, data)
     _paired_section(d, data)
+    _bias_section(d, data, plots)
     _plots_section(d, data, plots)
     d.h(2, "Definitions")
     d.ul(data.definitions)
@@ -910,6 +925,187 @@ def _paired_section(d: Doc, data: ReportData) -> None:
         )
 
 
+def _bias_section(d: Doc, data: ReportData, plots: dict[str, Path]) -> None:
+    """Bias against humans: length, per responding model, ranking of the models (:mod:`judge.eval.bias`)."""
+    bias = data.bias
+    if bias is None:
+        return
+    d.h(2, f"Bias against humans ({bias.criterion} score)")
+    d.p(
+        "Where a scorer departs from the humans in a systematic way that a correlation can hide: on the "
+        f"{bias.criterion} score (every task family), each scorer on the human items it scored, with 95% "
+        "intervals from the same question resamples as the main table. Flags are listed under Warnings. "
+        f"† marks fewer than {SMALL_N} items or questions."
+    )
+    if bias.note:
+        d.p(bias.note + ".")
+    if not bias.scorers:
+        return
+    scorers = bias.scorers
+    d.h(3, "Length")
+    d.p(
+        f"Response length: {bias.length_definition}. Partial Spearman: the correlation of the scorer's score "
+        "with the length among responses the humans scored alike, r_jl.h = (r_jl − r_jh r_hl) / "
+        "√((1 − r_jh²)(1 − r_hl²)) with Spearman's r (j scorer, l length, h human). Humans may rightly "
+        "prefer more complete, longer responses; only what the scorer adds beyond the human score counts. "
+        "Flag: **rewards length** when the interval lies entirely above 0, **penalises length** entirely "
+        "below. Text and image counts often go together: the partial given the human score *and* the other "
+        "length (the same formula applied again) tells which of the two a scorer follows."
+    )
+    rows = []
+    for name, sb in scorers.items():
+        for k, lb in sb.length.items():
+            partial = _fmt_ci(lb.partial, sb.small_n) if lb.note is None else f"undefined: {lb.note}"
+            other = (
+                _fmt_ci(lb.partial_other, sb.small_n)
+                if lb.other_note is None
+                else f"undefined: {lb.other_note}"
+            )
+            rows.append(
+                [
+                    name,
+                    MEASURE_LABELS[k],
+                    str(lb.n),
+                    _fmt(lb.mean, 1),
+                    partial,
+                    f"**{lb.flag}**" if lb.flag else "–",
+                    other,
+                    _fmt_ci(lb.scorer_spearman, sb.small_n),
+                    _fmt_ci(lb.human_spearman, sb.small_n),
+                ]
+            )
+    d.table(
+        [
+            "scorer",
+            "length",
+            "n",
+            "mean length",
+            "partial Spearman given human [95% CI]",
+            "flag",
+            "given human and the other length [95% CI]",
+            "scorer Spearman with length",
+            "humans' Spearman with length",
+        ],
+        rows,
+    )
+    _bias_models(d, scorers)
+    _bias_ranking(d, scorers)
+    if "bias" in plots:
+        d.img(plots["bias"], "Bias against humans: partial Spearman with length, relative offset per model")
+
+
+def _bias_models(d: Doc, scorers: dict[str, ScorerBias]) -> None:
+    d.h(3, "Per responding model")
+    d.p(
+        "Offset: mean(scorer − human) over the model's items. Relative offset: the offset minus the median of "
+        "the models' offsets, so that an offset every model shares (a calibration matter: see MAE and the "
+        "calibration plot) cancels out, and one model scored off on its own does not make the others look off. "
+        "Flag: **over-scored** (**under-scored**) when the relative offset's interval lies entirely above "
+        "(below) 0. Scorers on the rubric scale only."
+    )
+    rows, notes = [], []
+    for name, sb in scorers.items():
+        if not sb.on_scale:
+            continue
+        ref = sb.reference_offset
+        if ref is not None:
+            notes.append(f"**{name}**: median offset over models {_fmt_ci(ref, sb.small_n)}.")
+        notes.extend(f"**{name}**: {n}." for n in sb.notes)
+        for mo in sb.models:
+            rows.append(
+                [
+                    name,
+                    mo.model,
+                    str(mo.n),
+                    _fmt(mo.human_mean.value),
+                    _fmt(mo.scorer_mean.value),
+                    _fmt_signed(mo.offset, mo.small_n),
+                    _fmt_signed(mo.relative, mo.small_n) if mo.relative is not None else "–",
+                    f"**{mo.flag}**" if mo.flag else "–",
+                ]
+            )
+    off = [name for name, sb in scorers.items() if not sb.on_scale]
+    if off:
+        notes.append(
+            f"Not on the rubric scale, so without offsets (length and ranking only): {', '.join(off)}."
+        )
+    if rows:
+        d.table(
+            [
+                "scorer",
+                "model",
+                "n",
+                "human mean",
+                "scorer mean",
+                "offset [95% CI]",
+                "relative offset [95% CI]",
+                "flag",
+            ],
+            rows,
+        )
+    d.ul(notes)
+
+
+def _bias_ranking(d: Doc, scorers: dict[str, ScorerBias]) -> None:
+    d.h(3, "Ranking of responding models")
+    d.p(
+        "The models ranked by mean score (1 = highest; ties share the average rank), by the humans and by the "
+        "scorer, on the items the scorer scored; Kendall τb between the two rankings, its interval from "
+        "recomputing both rankings on each resample. τb = 1: the scorer orders the models as the humans do "
+        "(what a leaderboard needs); −1: the reverse."
+    )
+    d.table(
+        ["scorer", "models", "Kendall τb [95% CI]", "human order", "scorer order", "note"],
+        [
+            [
+                name,
+                str(sb.ranking.n_models),
+                _fmt_ci(sb.ranking.kendall, sb.small_n),
+                _order_text(sb, "human_rank"),
+                _order_text(sb, "scorer_rank"),
+                sb.ranking.note or "",
+            ]
+            for name, sb in scorers.items()
+        ],
+    )
+    rows = []
+    for name, sb in scorers.items():
+        for mo in sorted(sb.models, key=lambda m: (m.human_rank, m.model)):
+            rows.append(
+                [
+                    name,
+                    mo.model,
+                    str(mo.n),
+                    _fmt_ci(mo.human_mean, mo.small_n),
+                    f"{mo.human_rank:g}",
+                    _fmt_ci(mo.scorer_mean, mo.small_n),
+                    f"{mo.scorer_rank:g}",
+                ]
+            )
+    d.table(
+        ["scorer", "model", "n", "human mean [95% CI]", "human rank", "scorer mean [95% CI]", "scorer rank"],
+        rows,
+    )
+
+
+def _order_text(sb: ScorerBias, rank: str) -> str:
+    """The models best first, ``a > b = c`` (``=`` between models of equal rank)."""
+    ranked = sorted((getattr(m, rank), m.model) for m in sb.models)
+    out = ranked[0][1] if ranked else ""
+    for (r0, _), (r1, name) in itertools.pairwise(ranked):
+        out += f" {'=' if r1 == r0 else '>'} {name}"
+    return out
+
+
+def _fmt_signed(stat: Interval | None, small: bool = False) -> str:
+    if stat is None or stat.value is None:
+        return "undefined"
+    out = f"{stat.value:+.3f}"
+    if stat.ci:
+        out += f" [{stat.ci[0]:+.2f}, {stat.ci[1]:+.2f}]"
+    return out + (" †" if small else "")
+
+
 def _plots_section(d: Doc, data: ReportData, plots: dict[str, Path]) -> None:
     d.h(2, "Plots")
     captions = {
@@ -1004,6 +1200,10 @@ def make_plots(
         files["calibration"] = P.calibration_plot(
             out / "calibration.png", pairs, scale, pooled_label, colours
         )
+    if data.bias is not None and data.bias.scorers:
+        bias_png = bias_plot(out / "bias.png", data.bias, colours)
+        if bias_png is not None:
+            files["bias"] = bias_png
     return files
 
 

@@ -207,6 +207,83 @@ class ReportSettings(_Data):
     clip: ClipSettings | None = None  #: the CLIPScore run, when the report computed one
 
 
+LengthMeasure = Literal["text_tokens", "images"]
+
+
+class LengthBias(_Data):
+    """Does a scorer's score follow a response's length beyond what the human score explains?
+    (:func:`judge.eval.bias.length_bias`)"""
+
+    measure: LengthMeasure  #: text_tokens: ``\w+`` matches over the text parts; images: image parts
+    n: int
+    mean: float | None  #: mean length of the items
+    distinct: int  #: distinct length values among the items
+    partial: Interval  #: partial Spearman of scorer score with length given the human score
+    #: partial Spearman given the human score and the other length measure (images for text tokens, text
+    #: tokens for images): which of two correlated measures a flag is about
+    partial_other: Interval
+    scorer_spearman: Interval  #: Spearman of scorer score with length
+    human_spearman: Interval  #: Spearman of human score with length (context)
+    flag: Literal["rewards length", "penalises length"] | None  #: the partial's interval excludes 0
+    note: str | None  #: why the partial is undefined, when it is
+    other_note: str | None  #: why partial_other is undefined, when it is
+
+
+class ModelOffset(_Data):
+    """One responding model under one scorer (:func:`judge.eval.bias.per_model`)."""
+
+    model: str
+    n: int
+    n_questions: int
+    small_n: bool
+    human_mean: Interval  #: mean human score of the model's items the scorer scored
+    scorer_mean: Interval  #: mean scorer score of the same items
+    human_rank: float  #: 1 = highest mean; ties share the average rank
+    scorer_rank: float
+    offset: Interval | None  #: mean(scorer - human); None off the rubric scale
+    relative: (
+        Interval | None
+    )  #: offset minus the median offset over models; None off the scale or for one model
+    flag: Literal["over-scored", "under-scored"] | None  #: the relative interval excludes 0
+
+
+class ModelRanking(_Data):
+    """The responding models ranked by mean scorer score and by mean human score; Kendall tau-b between."""
+
+    n_models: int
+    human_order: list[str]  #: best first (tied models in name order: see their ranks)
+    scorer_order: list[str]
+    kendall: Interval
+    note: str | None
+
+
+class ScorerBias(_Data):
+    """One scorer's biases against the humans on the headline criterion."""
+
+    on_scale: bool  #: off the rubric scale (CLIPScore): length and ranking only
+    n: int
+    n_questions: int
+    small_n: bool
+    length: dict[str, LengthBias]  #: by measure: text_tokens, images
+    models: list[ModelOffset]
+    reference_offset: Interval | None  #: median over models of their mean offset
+    ranking: ModelRanking
+    flags: list[str]  #: every flag, in words
+    notes: list[str]
+
+
+class BiasReport(_Data):
+    """Bias against humans (length, per responding model, model ranking), per scorer that scored the
+    headline criterion; see :mod:`judge.eval.bias`."""
+
+    criterion: str
+    n_items: int
+    n_questions: int
+    length_definition: str
+    scorers: dict[str, ScorerBias]
+    note: str | None  #: why a scorer (or everything) is left out
+
+
 class ReportData(_Data):
     """Everything a report computed; ``report.json`` is :meth:`to_json`."""
 
@@ -220,6 +297,7 @@ class ReportData(_Data):
     main: str  #: the key of the main slice (overall, else all criteria pooled)
     slices: list[SliceReport]
     paired: list[PairedComparison]
+    bias: BiasReport | None = None  #: bias against humans on the overall score (None in older reports)
     warnings: list[str]
     definitions: list[str]
     elapsed_s: float | None = None
@@ -274,11 +352,16 @@ def _finite(obj: Any) -> Any:
 
 
 __all__ = [
+    "BiasReport",
     "Ceiling",
     "Coverage",
     "Interval",
+    "LengthBias",
+    "ModelOffset",
+    "ModelRanking",
     "PairedComparison",
     "ReportData",
+    "ScorerBias",
     "ScorerInfo",
     "ScorerStats",
     "SliceReport",
