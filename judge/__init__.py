@@ -2,7 +2,7 @@
 
 The public API (see :mod:`judge.api`)::
 
-    from judge import Judge, score_files, train_judge, report
+    from judge import Judge, score_files, train_judge, report, audit_judge
 
 Names are imported on first use, so ``import judge`` stays cheap (no torch until a judge loads).
 """
@@ -18,6 +18,10 @@ _EXPORTS = {
     # Not "train": that is the judge.train package, which would shadow it once imported.
     "train_judge": "judge.api",
     "report": "judge.api",
+    # Not "audit": that is the judge.audit package (as for train_judge).
+    "audit_judge": "judge.api",
+    "AuditConfig": "judge.audit.config",
+    "AuditResult": "judge.audit.run",
     "JudgeClient": "judge.scoring.remote",
     "judge_chat_messages": "judge.serve.chat",
     "ServeConfig": "judge.serve.config",

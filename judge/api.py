@@ -7,6 +7,7 @@
     result = score_files(["preds.jsonl"], judge="runs/demo/judge", out="runs/score")   # = judge-score
     run = train_judge("demo", output_dir="runs/mine", train={"epochs": 1})           # = judge-train
     rep = report(human=["test.jsonl"], scores=["trained=runs/score/scores.jsonl"])   # = judge-report
+    aud = audit_judge(["test.jsonl"], judge="runs/demo/judge", out="runs/audit")    # = judge-audit
     client = JudgeClient("http://127.0.0.1:8000")     # a running judge-serve: client.score([item, ...])
 
 Each call is what the command of the same job does, with the same defaults; errors are
@@ -27,6 +28,7 @@ from judge.scoring.engine import JudgeEngine, JudgeSpec, load_judge_model, resol
 from judge.scoring.inputs import prediction_records
 
 if TYPE_CHECKING:
+    from judge.audit import AuditConfig, AuditResult
     from judge.eval.config import ReportConfig
     from judge.eval.report import ReportResult
     from judge.scoring.run import ScoreResult
@@ -179,6 +181,19 @@ def report(config: ReportConfig | None = None, /, **fields: Any) -> ReportResult
     return run_report(cfg)
 
 
+def audit_judge(config: AuditConfig | list | str | Path | None = None, /, **fields: Any) -> AuditResult:
+    """Audit a judge as ``judge-audit`` does: an :class:`~judge.audit.config.AuditConfig`, or its fields as
+    keywords (``audit_judge(["test.jsonl"], judge="runs/demo/judge")``: a first positional list is ``inputs``);
+    returns the typed result (the data of audit.json, and the files written)."""
+    from judge.audit import AuditConfig, run_audit
+
+    if isinstance(config, (list, tuple, str, Path)):
+        fields["inputs"] = [config] if isinstance(config, (str, Path)) else list(config)
+        config = None
+    cfg = config if config is not None else AuditConfig(**fields)
+    return run_audit(cfg)
+
+
 def _flatten(overrides: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     flat: dict[str, Any] = {}
     for key, value in overrides.items():
@@ -189,4 +204,4 @@ def _flatten(overrides: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return flat
 
 
-__all__ = ["Judge", "report", "score_files", "train_judge"]
+__all__ = ["Judge", "audit_judge", "report", "score_files", "train_judge"]

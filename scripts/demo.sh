@@ -4,8 +4,10 @@
 #   2. train the demo judge (judge/rubrics/demo.yaml: the tiny local model, trained fully): build the SFT data into runs/demo/data/, train the
 #      tiny InternVL model, validate against the annotators while it trains, write runs/demo/judge/;
 #   3. score the held-out test split with the trained judge and with the same model untrained;
-#   4. report both against the simulated annotators, beside CLIPScore from a tiny random CLIP.
-# Everything runs on the CPU in a few minutes; nothing is downloaded.
+#   4. report both against the simulated annotators, beside CLIPScore from a tiny random CLIP, with the
+#      paired intervals of the differences and the bias analyses;
+#   5. audit the trained judge: blank images, an off-topic response, unrelated text.
+# Everything runs on the CPU in under five minutes; nothing is downloaded.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
@@ -16,6 +18,7 @@ cmd() {
   else echo "python3 -m judge.cli.$1"; fi
 }
 judge_data=$(cmd data); judge_train=$(cmd train); judge_score=$(cmd score); judge_report=$(cmd report)
+judge_audit=$(cmd audit)
 test_split=runs/demo/data/splits/test.jsonl
 
 echo "== judge-data validate"
@@ -41,3 +44,8 @@ $judge_report --human "$test_split" \
   --clip-model tiny:seed=3 --out runs/demo/report \
   --title "Demo judge vs simulated annotators (test split)" \
   --note "A demonstration of the pipeline on synthetic data with randomly initialised small models (a tiny InternVL judge, a tiny random CLIP), not a measure of any real judge."
+
+echo
+echo "== judge-audit: does the trained judge see what the annotators see?"
+$judge_audit "$test_split" --judge runs/demo/judge --out runs/demo/audit --overwrite --no-progress \
+  --perturb blank-images --perturb off-topic --perturb unrelated-text

@@ -118,7 +118,7 @@ def _add_option(
         # A switch; a setting on by default is switched off by its (negated) flag.
         kwargs["action"] = "store_false" if kwargs.get("default") else "store_true"
     elif get_origin(tp) is list:
-        kwargs["action"] = "append"
+        kwargs["action"] = _Repeat
         tp = get_args(tp)[0]
     if choices is not None or get_origin(tp) is Literal:
         kwargs["choices"] = list(choices if choices is not None else get_args(tp))
@@ -127,6 +127,17 @@ def _add_option(
         kwargs["type"] = int_at_least(low) if low is not None else int
     kwargs["help"] = with_flags(str(extra.get("flag_help") or info.description or ""), flags)
     target.add_argument(flags[name], **kwargs)
+
+
+class _Repeat(argparse.Action):
+    """A repeatable option whose values replace the default list (argparse's ``append`` adds to it, so
+    ``--perturb off-topic`` would keep every default perturbation)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        items = getattr(namespace, self.dest, None)
+        items = [] if items is None or items is self.default else list(items)
+        items.append(values)
+        setattr(namespace, self.dest, items)
 
 
 def _without_none(tp: Any) -> Any:

@@ -1,0 +1,90 @@
+"""``judge-audit``: argument parsing only; the work is :func:`judge.audit.run_audit`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from judge.cli._common import Parser, add_settings, fail, flags_in_warnings, settings_from
+from judge.cli._logging import setup_logging
+from judge.core.errors import JudgeError
+
+EPILOG = """\
+examples:
+  judge-audit runs/demo/data/splits/test.jsonl --judge runs/demo/judge          the demo judge on its test split
+  judge-audit preds.jsonl --judge tiny --rubric mmie --perturb blank-images     one perturbation
+  judge-audit mmie.json --judge J --clip-model tiny --out runs/audit-j          CLIPScore audited beside it
+"""
+
+GROUPS = {
+    "judge": ["judge", "rubric", "force", "device", "dtype", "batch_tokens", "max_tokens", "clip_model"],
+    "audit": ["perturb", "bootstrap", "seed"],
+    "inputs and outputs": ["format", "root", "skip_invalid", "limit", "out", "overwrite", "progress"],
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from judge.audit.config import AuditConfig
+    from judge.audit.perturb import PERTURBATIONS
+    from judge.scoring.inputs import input_formats
+
+    p = Parser(
+        prog="judge-audit",
+        description="Does the judge see what humans see? Score each response as it is and after one "
+        "controlled change at a time (images blanked or swapped, an off-topic response, shuffled or "
+        "unrelated text, truncated, padded, images reordered) and report the score changes with bootstrap "
+        "intervals and a verdict per perturbation and criterion: sensitive, blind or rewarded. Writes "
+        "audit.md, audit.json, audit.png and the per-item scores (resumable).",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_settings(
+        p,
+        AuditConfig,
+        positional=["inputs"],
+        groups=GROUPS,
+        choices={"format": input_formats(), "perturb": list(PERTURBATIONS)},
+    )
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``judge-audit``; returns the exit code (2 for a user error)."""
+    setup_logging()
+    try:
+        parser = build_parser()
+    except JudgeError as e:  # a benchmark plugin that fails to import
+        return fail(e)
+    args = parser.parse_args(argv)
+    try:
+        from judge.audit.config import AuditConfig
+        from judge.audit.report import HEADLINE_HEADERS, headline_rows
+        from judge.audit.run import run_audit
+
+        with flags_in_warnings(parser):
+            result = run_audit(settings_from(args, AuditConfig))
+    except JudgeError as e:
+        return fail(e, parser)
+    data = result.data
+    print(
+        f"\nAudit of {data.judge['source']} on {data.n_items} responses ({data.n_questions} questions), overall score:\n"
+    )
+    for scorer, crit in (("judge", "overall"), ("clipscore", "clipscore")):
+        if scorer not in data.scorers:
+            continue
+        if scorer == "clipscore":
+            print("\nCLIPScore:\n")
+        rows = [HEADLINE_HEADERS, *headline_rows(data, scorer, crit)]
+        widths = [max(len(r[i]) for r in rows) for i in range(len(HEADLINE_HEADERS))]
+        for r in rows:
+            print("  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip())
+    if data.unscorable:
+        print(f"\nunscorable originals (left out): {data.unscorable}")
+    print(f"\nwrote {result.written} new score records in {result.seconds:.1f} s")
+    for name, path in result.files.items():
+        print(f"  {name:8s} {path}")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
