@@ -30,11 +30,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = Parser(
         prog="judge-audit",
-        description="Does the judge see what humans see? Score each response as it is and after one "
-        "controlled change at a time (images blanked or swapped, an off-topic response, shuffled or "
-        "unrelated text, truncated, padded, images reordered) and report the score changes with bootstrap "
-        "intervals and a verdict per perturbation and criterion: sensitive, blind or rewarded. Writes "
-        "audit.md, audit.json, audit.png and the per-item scores (resumable).",
+        description="Does the judge see what humans see? Score each response as it is and after one\n"
+        "controlled change at a time (images blanked or swapped, an off-topic response, shuffled or\n"
+        "unrelated text, truncated, padded, images reordered) and report the score changes with\n"
+        "bootstrap intervals and a verdict per perturbation and criterion: sensitive, blind or\n"
+        "rewarded. Writes audit.md, audit.json, audit.png and the per-item scores (resumable).",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
