@@ -13,7 +13,7 @@ from pydantic import Field, field_validator
 from judge.audit.perturb import PERTURBATIONS
 from judge.core.settings import PathText, Settings
 from judge.models import BATCH_TOKENS
-from judge.scoring.inputs import input_formats
+from judge.scoring.inputs import check_format
 
 
 class AuditConfig(Settings):
@@ -88,9 +88,4 @@ class AuditConfig(Settings):
             raise ValueError("`perturb`: give at least one perturbation")
         return list(dict.fromkeys(v))
 
-    @field_validator("format")
-    @classmethod
-    def _known_format(cls, v: str) -> str:
-        if v not in input_formats():
-            raise ValueError(f"`format` {v!r} is not one of {', '.join(input_formats())}")
-        return v
+    _known_format = field_validator("format")(check_format)

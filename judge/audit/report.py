@@ -38,6 +38,7 @@ from judge.core.atomic import atomic_write, write_json
 from judge.core.rubric import OVERALL
 from judge.core.schema import StrictModel
 from judge.eval.bootstrap import ClusterBootstrap, percentile_interval, seeded_rng
+from judge.scoring.summary import md_table
 
 #: A score change smaller than this (scale points) counts as neither a fall nor a rise.
 TOL = 1e-3
@@ -187,12 +188,6 @@ def _verdict(v: str) -> str:
     return f"**{v}** {mark}".strip() if v in ("sensitive", "blind", "rewarded") else f"{v} {mark}".strip()
 
 
-def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
-    out = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
-    out += ["| " + " | ".join(r) + " |" for r in rows]
-    return out
-
-
 def headline_rows(data: AuditData, scorer: str, criterion: str = OVERALL) -> list[list[str]]:
     """One row per perturbation: what it tests, items changed, expectation, change [CI], fell, verdict."""
     rows = []
@@ -241,14 +236,14 @@ def render_markdown(data: AuditData, plot: str | None = None) -> str:
         left = ", ".join(f"{n} ({why})" for why, n in sorted(data.unscorable.items()))
         lines += ["", f"Original responses the judge could not score, left out of every comparison: {left}."]
     lines += ["", "## Headline: the overall score", ""]
-    lines += _table(HEADLINE_HEADERS, headline_rows(data, "judge"))
+    lines.append(md_table(HEADLINE_HEADERS, headline_rows(data, "judge")))
     if "clipscore" in data.scorers:
         lines += ["", "## CLIPScore under the same changes", ""]
         lines += [
             "CLIPScore has no criteria: its response score is held to what a human expects of the overall score.",
             "",
         ]
-        lines += _table(HEADLINE_HEADERS, headline_rows(data, "clipscore", "clipscore"))
+        lines.append(md_table(HEADLINE_HEADERS, headline_rows(data, "clipscore", "clipscore")))
     if plot:
         lines += ["", f"![score change by perturbation and criterion]({plot})"]
     lines += ["", "## Per criterion", ""]
@@ -271,10 +266,16 @@ def render_markdown(data: AuditData, plot: str | None = None) -> str:
                 ]
             )
         if rows:
-            lines += _table(
-                ["criterion", "pairs", "a human expects it to", "change [95% CI]", "fell", "rose", "verdict"],
-                rows,
-            )
+            headers = [
+                "criterion",
+                "pairs",
+                "a human expects it to",
+                "change [95% CI]",
+                "fell",
+                "rose",
+                "verdict",
+            ]
+            lines.append(md_table(headers, rows))
         else:
             lines.append(f"Not applicable to any item ({p.n_not_applicable} items could not be changed).")
         lines.append("")

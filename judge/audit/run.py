@@ -23,7 +23,6 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -46,11 +45,12 @@ from judge.scoring.output import (
     RunInfo,
     RunInput,
     ScoreStore,
-    check_resume,
-    has_scores,
+    earlier_run,
     item_key,
+    timestamp,
     write_run,
 )
+from judge.scoring.run import score_clipscore
 
 logger = logging.getLogger(__name__)
 
@@ -141,7 +141,7 @@ def run_audit(cfg: AuditConfig) -> AuditResult:
     rows = store.merge()
     data = _analyse(cfg, spec, rubric, records, versions, not_applicable, rows, inputs.describe())
     files = {"scores": str(store.scores_path), **write_outputs(out, data)}
-    run_info.status, run_info.finished = "finished", _now()
+    run_info.status, run_info.finished = "finished", timestamp()
     run_info.records, run_info.items = len(rows), len(records)
     run_info.history[-1].finished, run_info.history[-1].written = run_info.finished, written
     write_run(out, run_info)
@@ -149,18 +149,9 @@ def run_audit(cfg: AuditConfig) -> AuditResult:
     return AuditResult(str(out), files, data, written, time.perf_counter() - t0)
 
 
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
 def _open_out(cfg: AuditConfig, out: Path, run_info: RunInfo) -> ScoreStore:
     """Start afresh or resume (refusing another judge's, inputs' or seed's folder); returns the store."""
-    prev = None if cfg.overwrite else check_resume(out, run_info.identity, run_info.inputs)
-    if prev is None and not cfg.overwrite and has_scores(out):
-        raise JudgeError(
-            f"{out} holds scores but no run.json telling what made them; pass `overwrite` to start "
-            "afresh, or choose another `out`"
-        )
+    prev = earlier_run(out, run_info.identity, run_info.inputs, cfg.overwrite)
     if prev is not None:
         changed = [
             f"`{k}`: {prev.options.get(k)!r} then, {getattr(cfg, k)!r} now"
@@ -185,7 +176,11 @@ def _open_out(cfg: AuditConfig, out: Path, run_info: RunInfo) -> ScoreStore:
 
 def _event(cfg: AuditConfig) -> RunEvent:
     return RunEvent(
-        started=_now(), host=platform.node(), argv=sys.argv, world_size=1, inputs=[str(p) for p in cfg.inputs]
+        started=timestamp(),
+        host=platform.node(),
+        argv=sys.argv,
+        world_size=1,
+        inputs=[str(p) for p in cfg.inputs],
     )
 
 
@@ -208,14 +203,7 @@ def _score_judge(cfg: AuditConfig, spec, store: ScoreStore, versions: list[_Vers
 
 
 def _score_clip(cfg: AuditConfig, store: ScoreStore, versions: list[_Version], done: set) -> int:
-    from judge.eval.clipscore import clipscore_records
-
-    todo = [
-        v.rec for v in versions if (v.rec.benchmark, v.rec.model, v.rec.id, "clipscore", "", "") not in done
-    ]
-    if not todo:
-        return 0
-    return store.append(clipscore_records(todo, str(cfg.clip_model), device=resolve_device(cfg.device)))
+    return score_clipscore(store, [v.rec for v in versions], str(cfg.clip_model), cfg.device, done)
 
 
 def _analyse(

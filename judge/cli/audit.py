@@ -60,6 +60,7 @@ def main(argv: list[str] | None = None) -> int:
         from judge.audit.config import AuditConfig
         from judge.audit.report import HEADLINE_HEADERS, headline_rows
         from judge.audit.run import run_audit
+        from judge.eval.report import text_table
 
         with flags_in_warnings(parser):
             result = run_audit(settings_from(args, AuditConfig))
@@ -74,10 +75,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         if scorer == "clipscore":
             print("\nCLIPScore:\n")
-        rows = [HEADLINE_HEADERS, *headline_rows(data, scorer, crit)]
-        widths = [max(len(r[i]) for r in rows) for i in range(len(HEADLINE_HEADERS))]
-        for r in rows:
-            print("  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip())
+        print(text_table(HEADLINE_HEADERS, headline_rows(data, scorer, crit)))
     if data.unscorable:
         print(f"\nunscorable originals (left out): {data.unscorable}")
     print(f"\nwrote {result.written} new score records in {result.seconds:.1f} s")

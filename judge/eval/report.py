@@ -713,13 +713,17 @@ def main_table(data: ReportData) -> tuple[list[str], list[list[str]]]:
     return header, rows
 
 
-def format_main_table(data: ReportData) -> str:
-    """The main table as aligned plain text (what the command prints)."""
-    header, rows = main_table(data)
+def text_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """Columns aligned as plain text, a rule under the header (what a command prints)."""
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in [header, *rows]]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
+
+
+def format_main_table(data: ReportData) -> str:
+    """The main table as aligned plain text (what the command prints)."""
+    return text_table(*main_table(data))
 
 
 def build_document(data: ReportData, plots: dict[str, Path]) -> Doc:

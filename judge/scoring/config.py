@@ -14,7 +14,7 @@ from pydantic import Field, field_validator, model_validator
 
 from judge.core.settings import PathText, Settings
 from judge.models import BATCH_TOKENS
-from judge.scoring.inputs import input_formats
+from judge.scoring.inputs import check_format
 
 
 class ScoreConfig(Settings):
@@ -143,12 +143,7 @@ class ScoreConfig(Settings):
         json_schema_extra={"flag": "--no-progress", "flag_help": "no progress bar"},
     )
 
-    @field_validator("format")
-    @classmethod
-    def _known_format(cls, v: str) -> str:
-        if v not in input_formats():
-            raise ValueError(f"`format` {v!r} is not one of {', '.join(input_formats())}")
-        return v
+    _known_format = field_validator("format")(check_format)
 
     @model_validator(mode="after")
     def _consistent(self) -> ScoreConfig:

@@ -52,6 +52,13 @@ class Inputs:
         return [vars(f) for f in self.files]
 
 
+def check_format(value: str) -> str:
+    """A settings validator of `format`: one of :func:`input_formats` (a benchmark plugin's too)."""
+    if value not in input_formats():
+        raise ValueError(f"`format` {value!r} is not one of {', '.join(input_formats())}")
+    return value
+
+
 def looks_like_annotations(path: str | Path) -> bool:
     """True when the file's first record carries human ``scores`` and no ``benchmark``."""
     path = Path(path)

@@ -28,6 +28,7 @@ import json
 import logging
 import os
 import re
+import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
@@ -379,6 +380,27 @@ def check_resume(out_dir: str | Path, identity: RunIdentity, inputs: list[RunInp
             "Resuming would mix them in one file: pass `overwrite` to start afresh, or choose another `out`"
         )
     return prev
+
+
+def earlier_run(
+    out_dir: str | Path, identity: RunIdentity, inputs: list[RunInput], overwrite: bool
+) -> RunInfo | None:
+    """The earlier run to resume in ``out_dir`` (None: start afresh): :func:`check_resume`'s refusals, and a
+    folder holding scores without a ``run.json`` is refused too, unless ``overwrite``."""
+    if overwrite:
+        return None
+    prev = check_resume(out_dir, identity, inputs)
+    if prev is None and has_scores(out_dir):
+        raise JudgeError(
+            f"{out_dir} holds scores but no run.json telling what made them; pass `overwrite` to "
+            "start afresh, or choose another `out`"
+        )
+    return prev
+
+
+def timestamp() -> str:
+    """Local time with its UTC offset, as run.json records a start and a finish."""
+    return time.strftime("%Y-%m-%dT%H:%M:%S%z")
 
 
 def input_changes(before: list[RunInput], now: list[RunInput]) -> list[str]:

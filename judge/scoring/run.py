@@ -55,10 +55,10 @@ from judge.scoring.output import (
     RunInfo,
     RunInput,
     ScoreStore,
-    check_resume,
-    has_scores,
+    earlier_run,
     item_key,
     record_key,
+    timestamp,
     write_run,
 )
 from judge.scoring.remote import JudgeClient
@@ -225,18 +225,13 @@ def _open_out(job: _Job, run_info: RunInfo) -> tuple[ScoreStore, set]:
     cfg, dist, out_dir = job.cfg, job.dist, job.out_dir
     store = ScoreStore(out_dir, dist.rank, dist.world)
     # Every process checks (read-only), so a refusal stops them all instead of leaving some at a barrier.
-    prev = None if cfg.overwrite else check_resume(out_dir, run_info.identity, run_info.inputs)
-    if prev is None and not cfg.overwrite and has_scores(out_dir):
-        raise JudgeError(
-            f"{out_dir} holds scores but no run.json telling what made them; pass `overwrite` to "
-            "start afresh, or choose another `out`"
-        )
+    prev = earlier_run(out_dir, run_info.identity, run_info.inputs, cfg.overwrite)
     if dist.is_main:
         store.prepare(overwrite=cfg.overwrite)
         history = list(prev.history) if prev else []
         history.append(
             RunEvent(
-                started=_now(),
+                started=timestamp(),
                 host=platform.node(),
                 argv=sys.argv,
                 world_size=dist.world,
@@ -258,7 +253,7 @@ def _score_rule_based(job: _Job, store: ScoreStore, done: set) -> int:
     baseline; the main process's work. Returns the records written."""
     written = store.append(score_predictions(list(job.records), mode=job.cfg.metric_mode))
     if job.cfg.baseline == "clipscore" and job.cfg.clip_model:  # the settings require the model
-        written += _clipscore(store, job.records, job.cfg.clip_model, job.cfg.device, done)
+        written += score_clipscore(store, job.records, job.cfg.clip_model, job.cfg.device, done)
     return written
 
 
@@ -320,7 +315,7 @@ def _finish(
     mine = {item_key(r.benchmark, r.model, r.id) for r in job.records}
     rows = [r for r in rows if item_key(r["benchmark"], r["model"], r["id"]) in mine]
     files = {"scores": str(store.scores_path)}
-    run_info.status, run_info.finished = "finished", _now()
+    run_info.status, run_info.finished = "finished", timestamp()
     run_info.records, run_info.items = len(rows), len(job.records)
     last = run_info.history[-1]
     last.finished, last.written, last.resumed_from = run_info.finished, written, resumed
@@ -366,7 +361,8 @@ def _warn_server_settings(cfg: ScoreConfig) -> None:
         logger.warning(f"{', '.join(changed)}: the server's own settings decide; ignored with `server`")
 
 
-def _clipscore(store: ScoreStore, records, clip_model: str, device: str, done: set) -> int:
+def score_clipscore(store: ScoreStore, records, clip_model: str, device: str, done: set) -> int:
+    """Append the CLIPScore records of ``records`` not yet in ``done``; returns how many were written."""
     from judge.eval.clipscore import clipscore_records
 
     todo = [r for r in records if (r.benchmark, r.model, r.id, "clipscore", "", "") not in done]
@@ -389,10 +385,6 @@ def _card_summary(spec: JudgeSpec | None) -> JudgeCard | None:
         return None
     keep = {"base_model", "rubric", "scale", "target_format", "finetune", "data", "created", "git_commit"}
     return JudgeCard.model_validate(spec.card.model_dump(include=keep, exclude_unset=True))
-
-
-def _now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%S%z")
 
 
 __all__ = ["ScoreConfig", "ScoreResult", "record_key", "score_files"]
