@@ -63,10 +63,18 @@ class Judge:
         or ``"tiny"`` (the seeded test model, with ``rubric``).
 
         ``engine_options`` are the scoring settings of :class:`~judge.scoring.config.ScoreConfig`
-        (``batch_tokens``, ``batch_size``, ``share_prefix``, ``max_tokens``, ``max_new_tokens``,
+        (``batch_tokens``, ``batch_size``, ``share_prefix``, ``reproducible``, ``max_tokens``, ``max_new_tokens``,
         ``chunk_size``), validated the same way.
         """
-        known = {"batch_tokens", "batch_size", "share_prefix", "max_tokens", "max_new_tokens", "chunk_size"}
+        known = {
+            "batch_tokens",
+            "batch_size",
+            "share_prefix",
+            "reproducible",
+            "max_tokens",
+            "max_new_tokens",
+            "chunk_size",
+        }
         unknown = sorted(set(engine_options) - known)
         if unknown:
             raise ConfigError(
@@ -97,6 +105,7 @@ class Judge:
             rationale=rationale,
             max_new_tokens=cfg.max_new_tokens,
             chunk_size=cfg.chunk_size,
+            reproducible=cfg.reproducible,
         )
         return cls(spec, engine)
 

@@ -222,3 +222,30 @@ def test_rationale_first_on_a_text_only_item(tiny, rubric):
     (done,) = [p for group in eng.score_prepared([eng.prepare(rec, ["overall"])]) for p in group]
     (s,) = done.records or []
     assert s.status == "ok" and s.score is not None and s.details and "rationale" in s.details
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_scoring_passes_no_argument_transformers_deprecated(records, dtype):
+    """transformers 5.24 renamed the forward's ``past_key_values`` to ``cache`` and warns on every call with the
+    old name (to be removed in 5.40): no scoring path may trigger that warning, or any other deprecation."""
+    import warnings
+
+    import judge
+
+    for options in ({"share_prefix": True}, {"share_prefix": False}, {"reproducible": True}):
+        j = judge.Judge.load("tiny", rubric="mmie", dtype=dtype, **options)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            assert len(j.score(records[:2])) == 14
+        deprecations = [
+            str(w.message) for w in caught if issubclass(w.category, DeprecationWarning | FutureWarning)
+        ]
+        assert deprecations == [], (options, deprecations)
+    j = judge.Judge.load("tiny", rubric="mmie", dtype=dtype, rationale=True, max_new_tokens=3)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        j.score(records[:1])
+    deprecations = [
+        str(w.message) for w in caught if issubclass(w.category, DeprecationWarning | FutureWarning)
+    ]
+    assert deprecations == [], deprecations

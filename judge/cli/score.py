@@ -49,6 +49,7 @@ GROUPS = {
         "batch_tokens",
         "batch_size",
         "share_prefix",
+        "reproducible",
         "max_tokens",
         "baseline",
         "clip_model",

@@ -22,7 +22,7 @@ examples:
 """
 
 GROUPS = {
-    "judge": ["judge", "rubric", "force", "served_name", "device", "dtype", "quantization"],
+    "judge": ["judge", "rubric", "force", "served_name", "device", "dtype", "quantization", "reproducible"],
     "server": ["host", "port", "api_key", "image_root", "grace_s", "ray", "replicas"],
     "batching and limits": [
         "max_batch_tokens",

@@ -12,7 +12,12 @@ distribution are kept. One forward pass, nothing to parse, a continuous score.
 
 Batching. Sequences are sorted by length and packed by a token budget; padding is on
 the left, with explicit position ids, so a sequence's scores do not depend on what it
-is batched with (to float round-off).
+is batched with, to float round-off: other shapes of the same matrix products add their
+terms in another order. In float32 on the CPU that moves a score by under 1e-6; in
+bfloat16 the hidden states differ in their last bits, and the read-out is done in float32
+(:class:`Float32Head`) so that those bits are not amplified by logits rounded to bfloat16.
+Exact equality, whatever the batch, is the engine's reproducible mode
+(``JudgeEngine(reproducible=True)``: each item in forward passes of its own).
 
 Shared prefix. Every criterion of one response shares the prompt up to the criterion's
 own question (all images included). With ``share_prefix=True`` that prefix (and its
@@ -115,6 +120,8 @@ class ExpectedScorer:
         self.score_ids = score_token_ids(self.tokenizer, self.values)
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         self.device = torch.device(device) if device is not None else next(model.parameters()).device
+        self._cache_kw = cache_keyword(model)
+        self._head = Float32Head.find(model)
 
     # ----------------------------------------------------------------- encoding
     def encode(self, request: ScoreRequest) -> Encoded:
@@ -194,6 +201,17 @@ class ExpectedScorer:
         finally:
             self.model.train(was_training)
 
+    def _forward_logits(self, **inputs) -> torch.Tensor:
+        """The next-token logits at the last position of each row, in float32: from the model's own
+        final norm and LM head re-run in float32 on the last hidden state where that is possible
+        (:class:`Float32Head`), else the model's logits upcast."""
+        head = self._head
+        if head is None or not head.usable:
+            return self.model(**inputs, logits_to_keep=1).logits[:, -1, :].float()
+        with head.capture() as captured:
+            out = self.model(**inputs, logits_to_keep=1)
+        return head.logits(captured[0], out.logits[:, -1, :])
+
     def _readout(self, logits: torch.Tensor) -> list[tuple[list[float], float]]:
         logp = torch.log_softmax(logits.float(), dim=-1)
         scale = logp[:, self.score_ids]
@@ -219,15 +237,14 @@ class ExpectedScorer:
         pixel_values = torch.cat(pv).to(self.device, dtype=_float_dtype(self.model)) if pv else None
         input_ids, mask = _left_pad(seqs, self.pad_id)
         input_ids, mask = input_ids.to(self.device), mask.to(self.device)
-        out = self.model(
+        logits = self._forward_logits(
             input_ids=input_ids,
             attention_mask=mask,
             position_ids=_positions(mask),
             pixel_values=pixel_values,
-            logits_to_keep=1,
             use_cache=False,
         )
-        reads = iter(self._readout(out.logits[:, -1, :]))
+        reads = iter(self._readout(logits))
         return [[self._make(*next(reads), len(ids)) for ids in e.input_ids] for e in batch]
 
     def _shared(self, batch: Sequence[Encoded]) -> list[list[CriterionScore]]:
@@ -248,9 +265,9 @@ class ExpectedScorer:
             attention_mask=p_mask,
             position_ids=_positions(p_mask),
             pixel_values=self._pixels(batch),
-            past_key_values=cache,
             use_cache=True,
             logits_to_keep=1,
+            **{self._cache_kw: cache},
         )
         # 2. Each criterion's suffix on a copy of its response's cache; suffixes left-padded, so the
         #    padding sits between prefix and suffix, masked, and every last position is real.
@@ -266,15 +283,14 @@ class ExpectedScorer:
         prefix_lens = p_mask.sum(-1)[index]
         positions = prefix_lens[:, None] + _positions(s_mask)
         mask = torch.cat([p_mask[index], s_mask], dim=1)
-        out = self.model(
+        logits = self._forward_logits(
             input_ids=s_ids,
             attention_mask=mask,
             position_ids=positions,
-            past_key_values=cache,
             use_cache=True,
-            logits_to_keep=1,
+            **{self._cache_kw: cache},
         )
-        reads = iter(self._readout(out.logits[:, -1, :]))
+        reads = iter(self._readout(logits))
         return [[self._make(*next(reads), len(ids)) for ids in e.input_ids] for e in batch]
 
     # ----------------------------------------------------------------- rationale first
@@ -312,14 +328,10 @@ class ExpectedScorer:
                 rationale = text.split(SCORE_CUE.strip())[0].rstrip()
                 cont = self.tokenizer(rationale + "\n" + SCORE_CUE, add_special_tokens=False)["input_ids"]
                 full = torch.tensor([ids + cont], device=self.device)
-                out = self.model(
-                    input_ids=full,
-                    attention_mask=torch.ones_like(full),
-                    pixel_values=pv,
-                    logits_to_keep=1,
-                    use_cache=False,
+                logits = self._forward_logits(
+                    input_ids=full, attention_mask=torch.ones_like(full), pixel_values=pv, use_cache=False
                 )
-                dist, mass = self._readout(out.logits[:, -1, :])[0]
+                dist, mass = self._readout(logits)[0]
                 s = self._make(dist, mass, len(ids))
                 s.rationale = rationale
                 results.append(s)
@@ -507,3 +519,128 @@ def _text_config(model):
             base = getattr(base, attr)()
     cfg = base.config
     return cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
+
+
+def cache_keyword(model) -> str:
+    """The keyword a model's forward takes its key-value cache by: ``cache`` from transformers 5.24 on
+    (``past_key_values`` is deprecated there, to be removed in 5.40), ``past_key_values`` before.
+
+    Read from the forward's signature, not the library's version, so a model with a forward of its own
+    (remote code) gets the keyword it really has: a cache it silently ignored would score every
+    criterion suffix without its prefix."""
+    import inspect
+
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    try:
+        params = inspect.signature(base.forward).parameters
+    except (TypeError, ValueError):  # pragma: no cover - a forward without a signature
+        return "past_key_values"
+    return "cache" if "cache" in params else "past_key_values"
+
+
+class Float32Head:
+    """A model's final norm and LM head, re-run in float32 on the hidden state of the score position.
+
+    Why: in bfloat16 the model's own logits are rounded to 8 significant bits, a step of 1/16 to 1/8 for
+    logits of 16 to 32. Two ways of computing the same score (batched or alone, shared prefix or not)
+    leave hidden states that differ in their last bits; that can move a logit by a whole step, and the
+    expected score with it (up to 0.107 on the 0-6 scale in the H100 run). Read in float32, the same
+    hidden states give logits that differ by their own small difference only.
+
+    How: a forward hook on the language model's final norm keeps its input at the last position; a
+    float32 copy of the norm (a vector of ``d_model``) and the LM head's weight, upcast a slice of the
+    vocabulary at a time, give the logits. The first read-out is checked against the model's own
+    logits; a model whose head is not a plain norm-then-linear (logit scaling, soft-capping) fails that
+    check and keeps its own logits, with a warning. Not used for float32 weights (nothing to gain) nor
+    for weights a sharding engine holds (FSDP, DeepSpeed ZeRO-3), nor a quantized head.
+    """
+
+    #: vocabulary rows upcast at a time (32768 x 2560 x 4 bytes = 335 MB for a 4B judge)
+    CHUNK = 32768
+
+    def __init__(self, norm: torch.nn.Module, head: torch.nn.Linear):
+        import copy
+
+        self.norm = norm
+        self.norm32 = copy.deepcopy(norm).float()
+        self.head = head
+        self.usable = True
+        self._checked = False
+
+    @classmethod
+    def find(cls, model) -> Float32Head | None:
+        """The float32 read-out of ``model``, or None where it does not apply (see the class doc)."""
+        base = model.get_base_model() if hasattr(model, "get_base_model") else model
+        head = base.get_output_embeddings() if hasattr(base, "get_output_embeddings") else None
+        if type(head) is not torch.nn.Linear:
+            return None
+        w = head.weight
+        if w.dtype not in (torch.bfloat16, torch.float16) or hasattr(w, "ds_id") or _is_dtensor(w):
+            return None
+        cfg = base.config.get_text_config() if hasattr(base.config, "get_text_config") else base.config
+        if getattr(cfg, "final_logit_softcapping", None) or getattr(cfg, "logit_scale", None):
+            return None
+        norm = None
+        for path in ("model.language_model", "language_model", "model"):
+            lm = base
+            for part in path.split("."):
+                lm = getattr(lm, part, None)
+            norm = getattr(lm, "norm", None) if lm is not None else None
+            if isinstance(norm, torch.nn.Module):
+                break
+        if not isinstance(norm, torch.nn.Module) or any(_is_dtensor(p) for p in norm.parameters()):
+            return None
+        return cls(norm, head)
+
+    def capture(self):
+        """A context in which each forward keeps the final norm's input at the last position."""
+        import contextlib
+
+        captured: list[torch.Tensor] = []
+
+        def hook(_module, args, _output):
+            captured.append(args[0][:, -1, :].detach())
+
+        @contextlib.contextmanager
+        def ctx():
+            handle = self.norm.register_forward_hook(hook)
+            try:
+                yield captured
+            finally:
+                handle.remove()
+
+        return ctx()
+
+    def logits(self, hidden: torch.Tensor, model_logits: torch.Tensor) -> torch.Tensor:
+        """Float32 logits from the final norm's input ``hidden`` (rows x d_model); ``model_logits`` are the
+        model's own (checked against once, and returned when the check fails)."""
+        h = self.norm32(hidden.float())
+        w = self.head.weight
+        out = torch.empty(h.shape[0], w.shape[0], dtype=torch.float32, device=h.device)
+        for i in range(0, w.shape[0], self.CHUNK):
+            out[:, i : i + self.CHUNK] = h @ w[i : i + self.CHUNK].float().T
+        if self.head.bias is not None:
+            out += self.head.bias.float()
+        if not self._checked:
+            self._checked = True
+            ref = model_logits.float()
+            err = float((out - ref).abs().max())
+            tol = 0.05 * (1.0 + float(ref.abs().max()))
+            if not err <= tol:
+                import logging
+
+                logging.getLogger(__name__).warning(
+                    f"the float32 read-out differs from the model's own logits by {err:.3g} (over {tol:.3g}): "
+                    "this model's head is not a plain norm then linear layer; reading its own logits instead"
+                )
+                self.usable = False
+                return ref
+        return out
+
+
+def _is_dtensor(t: torch.Tensor) -> bool:
+    try:
+        from torch.distributed.tensor import DTensor
+    except ImportError:  # pragma: no cover - torch without distributed
+        return False
+    return isinstance(t, DTensor) or isinstance(getattr(t, "data", None), DTensor)

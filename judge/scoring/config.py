@@ -107,6 +107,12 @@ class ScoreConfig(Settings):
             "prefix once",
         },
     )
+    reproducible: bool = Field(
+        False,
+        description="make each item's scores depend on that item alone, bit for bit, whatever it is batched "
+        "with (any `batch_size`, `batch_tokens` or shard count; judge-serve gives the same): each item runs "
+        "in forward passes of its own, every criterion of its family; slower than batching items together",
+    )
     max_tokens: int | None = Field(
         None,
         ge=1,

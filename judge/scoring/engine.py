@@ -224,9 +224,15 @@ class Batch:
 @dataclass
 class _Item:
     rec: PredictionRecord
-    criteria: list[str]
+    criteria: list[str]  #: the criteria asked for (one record each, in this order)
     images: list = field(default_factory=list)
     max_patches: int | None = None
+    #: the criteria run through the model (default: ``criteria``; reproducible: the whole family's)
+    compute: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.compute:
+            self.compute = list(self.criteria)
 
 
 @dataclass
@@ -252,6 +258,14 @@ class JudgeEngine:
     included) and responses (each with all its criterion prompts). ``max_tokens`` is the
     context budget of one prompt (default: the model's max positions). ``chunk_size``
     records are encoded at a time (their images' pixels are held in memory until scored).
+
+    ``reproducible``: an item's scores depend on that item alone, bit for bit, whatever it is batched
+    with (``judge-score`` at any batch size or shard count, ``judge-serve`` under any load). Each item
+    runs in forward passes of its own, never padded against another item: with ``share_prefix``, its
+    prefix (and images) at batch size 1, then the suffixes of *every* criterion of its task family in
+    one batch, whichever criteria were asked for (a subset, or the pending ones of a resumed run), so
+    the shapes of every operation are fixed by the item; without, every criterion prompt of its family
+    in one batch. The cost is the batching across items: see docs/design.md.
     """
 
     def __init__(
@@ -268,6 +282,7 @@ class JudgeEngine:
         max_new_tokens: int = 256,
         chunk_size: int = 256,
         image_limits: ImageLimits = DEFAULT_LIMITS,
+        reproducible: bool = False,
     ):
         from judge.models.readout import ExpectedScorer
 
@@ -285,6 +300,7 @@ class JudgeEngine:
         self.rationale = rationale
         self.max_new_tokens = max_new_tokens
         self.image_limits = image_limits
+        self.reproducible = reproducible
         ip = getattr(processor, "image_processor", None)
         self._base_tiles = getattr(ip, "max_patches", None)
         self.producer = {
@@ -297,6 +313,8 @@ class JudgeEngine:
         }
         if rationale:
             self.producer["rationale"] = True
+        if reproducible:
+            self.producer["reproducible"] = True
         if spec.quantization:
             self.producer["quantization"] = spec.quantization
 
@@ -359,11 +377,11 @@ class JudgeEngine:
             build_judge_prompt(
                 self.rubric, rec.task, c, rec.question, rec.response, rec.reference, self.spec.target_format
             )
-            for c in item.criteria
+            for c in item.compute
         ]
         return ScoreRequest(
             key=key,
-            criteria=list(item.criteria),
+            criteria=list(item.compute),
             prompts=[p.messages for p in prompts],
             images=item.images,
             max_patches=item.max_patches,
@@ -428,7 +446,12 @@ class JudgeEngine:
         """Encode one item for scoring (its images opened and checked, its prompts tokenised), or settle it
         as unscorable. ``criteria``: default all of its family's; ``key``: the caller's handle, given back
         by :meth:`score_prepared`."""
-        item = _Item(rec, list(criteria) if criteria is not None else self.pending(rec))
+        wanted = list(criteria) if criteria is not None else self.pending(rec)
+        item = _Item(rec, wanted)
+        if self.reproducible and not self.rationale:
+            # The whole family, always: which criteria run must not depend on which were asked for.
+            family = judge_criteria(self.rubric, rec)
+            item.compute = family + [c for c in wanted if c not in family]
         res = self._prepare(item, key)
         if isinstance(res, list):
             return Prepared(key, item, None, res, 0)
@@ -458,13 +481,19 @@ class JudgeEngine:
                 yield [p]
             return
         by_key = {id(p.encoded.request): p for p in todo if p.encoded is not None}
-        for batch in self.scorer.score_encoded(
-            [p.encoded for p in todo if p.encoded is not None],
-            share_prefix=self.share_prefix,
-            batch_tokens=self.batch_tokens,
-            max_batch_size=self.batch_size * self._seqs_per_response,
-            max_padding=max_padding,
-        ):
+        encoded = [p.encoded for p in todo if p.encoded is not None]
+        if self.reproducible:
+            # Each item alone: nothing of another item enters its forward passes.
+            batches = self.scorer.score_batches([[e] for e in encoded], share_prefix=self.share_prefix)
+        else:
+            batches = self.scorer.score_encoded(
+                encoded,
+                share_prefix=self.share_prefix,
+                batch_tokens=self.batch_tokens,
+                max_batch_size=self.batch_size * self._seqs_per_response,
+                max_padding=max_padding,
+            )
+        for batch in batches:
             out = []
             for request, scores in batch:
                 p = by_key[id(request)]
@@ -491,9 +520,9 @@ class JudgeEngine:
                 yield Batch(recs, len(group), scored)
 
     def _records(self, item: _Item, scores) -> list[ScoreRecord]:
+        by_criterion = dict(zip(item.compute, scores, strict=True))
         return [
-            self._record(item.rec, c, s, max_patches=item.max_patches)
-            for c, s in zip(item.criteria, scores, strict=True)
+            self._record(item.rec, c, by_criterion[c], max_patches=item.max_patches) for c in item.criteria
         ]
 
     def score_records(self, records: Sequence[PredictionRecord]) -> list[ScoreRecord]:

@@ -285,6 +285,7 @@ def _score_with_judge(job: _Job, store: ScoreStore, done: set) -> tuple[int, int
             rationale=cfg.rationale,
             max_new_tokens=cfg.max_new_tokens,
             chunk_size=cfg.chunk_size,
+            reproducible=cfg.reproducible,
         )
     written = items = n_scores = 0
     desc = "judge" if dist.world == 1 else f"judge [{dist.rank}/{dist.world}]"
@@ -349,6 +350,7 @@ _MODEL_SETTINGS = (
     "batch_tokens",
     "batch_size",
     "share_prefix",
+    "reproducible",
     "max_tokens",
     "max_new_tokens",
 )

@@ -71,6 +71,12 @@ class ServeConfig(Settings):
         description="a forward batch closes before its padding passes this fraction of its real tokens "
         "(default 0.10; measured on the CPU, where a padding token costs what a real one does)",
     )
+    reproducible: bool = Field(
+        False,
+        description="make each item's scores depend on that item alone, bit for bit, whatever else is "
+        "queued with it (equal to judge-score --reproducible): each item runs in forward passes of its own; "
+        "lower throughput under load",
+    )
     max_queue: int = Field(
         1024, ge=1, description="items waiting at most; a request that does not fit gets 429 (default 1024)"
     )

@@ -139,6 +139,7 @@ class JudgeService:
             batch_size=self.cfg.batch_size,
             max_tokens=self.cfg.max_tokens,
             image_limits=self.image_limits,
+            reproducible=self.cfg.reproducible,
         )
         self.device = device
         warm = self._warmup_record()
