@@ -17,7 +17,9 @@ The flow of :func:`train_judge`:
 Sharded models (FSDP, ZeRO-3) run every forward as a collective: every process must call the
 same modules the same number of times. Validation plans its batches for that
 (``judge.train.validation``); best-checkpoint and resume loading go through the Trainer's own
-FSDP / DeepSpeed loaders, never plain tensors into a sharded model.
+FSDP / DeepSpeed loaders, never plain tensors into a sharded model. A full, unsharded model's checkpoints,
+which the Trainer's loader cannot read (transformers 5's legacy key names), load through
+``from_pretrained`` in a callback (``_FullCheckpoints``): no private Trainer method is overridden.
 """
 
 from __future__ import annotations
@@ -196,12 +198,15 @@ def build_model(cfg: RunConfig):
         for name, p in model.named_parameters():
             p.requires_grad = not any(f in name for f in frozen_prefixes)
         return model, processor, dtype
-    from peft import LoraConfig, get_peft_model, prepare_model_for_kbit_training
+    from peft import LoraConfig, get_peft_model
 
     if quant is not None:
-        model = prepare_model_for_kbit_training(
-            model, use_gradient_checkpointing=cfg.train.gradient_checkpointing
-        )
+        # Not peft's prepare_model_for_kbit_training: it upcasts every frozen parameter that is not 4-bit
+        # (vision tower, projector, embeddings, norms) to float32, which at 4B size costs more memory than
+        # the 4-bit weights save (QLoRA peaked above bf16 LoRA on the H100). Frozen parameters stay in the
+        # load dtype; what trains is float32 (below); gradient checkpointing is the Trainer's (non-reentrant,
+        # so the inputs need not require gradients).
+        model.requires_grad_(False)
     targets: str | list[str] = cfg.lora.target_modules
     if targets == "language":
         # Only the language model's projections: the vision tower has q/k/v-like names of its own.
@@ -228,6 +233,13 @@ def build_model(cfg: RunConfig):
         raise ConfigError(
             f"lora.target_modules {cfg.lora.target_modules!r} matches no module of {cfg.model.path!r}: {e}"
         ) from None
+    if quant is not None:
+        # What trains keeps float32 master weights (the adapters already are: peft's autocast_adapter_dtype;
+        # a vision tower or projector trained in full is a bf16 copy until here): bf16 weights would lose the
+        # small updates. bf16 autocast runs their matmuls in bf16 all the same.
+        for param in model.parameters():
+            if param.requires_grad and param.dtype in (torch.bfloat16, torch.float16):
+                param.data = param.data.float()
     return model, processor, dtype
 
 
@@ -281,8 +293,12 @@ def _sft_config(cfg: RunConfig, dtype, checkpoints: Path, report_to: list[str]):
         if not t.save_steps:
             kwargs["save_steps"] = ev.steps
     if eval_strategy != "no":
+        # The Trainer tracks the best checkpoint (and keeps it from rotation) whenever it has a metric; it
+        # loads it at the end only where its own loader is right (see _FullCheckpoints).
         kwargs.update(
-            load_best_model_at_end=True, metric_for_best_model=ev.best_metric, greater_is_better=ev.greater
+            load_best_model_at_end=not _trainer_misloads_full_checkpoints(cfg),
+            metric_for_best_model=ev.best_metric,
+            greater_is_better=ev.greater,
         )
     if t.gradient_checkpointing:
         kwargs["gradient_checkpointing_kwargs"] = {"use_reentrant": False}
@@ -290,6 +306,17 @@ def _sft_config(cfg: RunConfig, dtype, checkpoints: Path, report_to: list[str]):
         # The training arguments would otherwise rebuild accelerate's state as a CPU one (see _state).
         kwargs["accelerator_config"] = {"use_configured_state": True}
     return SFTConfig(**kwargs)
+
+
+def _trainer_misloads_full_checkpoints(cfg: RunConfig) -> bool:
+    """Whether this run's checkpoints are full, unsharded models, which the Trainer's own loader cannot read.
+
+    transformers 5 saves InternVL checkpoints under its legacy key names (``save_pretrained``'s original
+    format), and the Trainer reloads a full checkpoint with ``load_state_dict(strict=False)``, which then
+    matches no key and keeps the current weights, warning only. ``from_pretrained`` maps the names. A
+    PEFT checkpoint (the adapter) and a sharded one (FSDP's or DeepSpeed's own state, under the model's
+    own names) load right through the Trainer."""
+    return cfg.train.finetune == "full" and _launched_sharding() is None
 
 
 def _make_trainer_class():
@@ -336,23 +363,6 @@ def _make_trainer_class():
                 metrics=ev.metrics,
                 grad_mode="no_grad" if self.sharded else "inference",
             )
-
-        # transformers 5 saves InternVL checkpoints under its legacy key names, and Trainer reloads a
-        # full (non-PEFT) checkpoint with load_state_dict(strict=False), which then matches no key and
-        # silently keeps the current weights. Reload full checkpoints through from_pretrained, which
-        # maps the names, and insist that every weight arrives. A model the accelerator shards (FSDP,
-        # DeepSpeed) must not take plain tensors: there the Trainer's own loaders read the checkpoint's
-        # FSDP / DeepSpeed state (saved under the model's own names) into the shards.
-        def _load_from_checkpoint(self, resume_from_checkpoint, model=None):
-            model = model if model is not None else self.model
-            if hasattr(model, "peft_config") or self.sharded:
-                return super()._load_from_checkpoint(resume_from_checkpoint, model)
-            _load_full_checkpoint(model, resume_from_checkpoint)
-
-        def _load_best_model(self):
-            if hasattr(self.model, "peft_config") or self.sharded:
-                return super()._load_best_model()
-            _load_full_checkpoint(self.model, self.state.best_model_checkpoint)
 
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
             # The LM head on the completion columns only (judge.train.loss): the same loss, without a
@@ -427,6 +437,27 @@ def _make_trainer_class():
                 control.should_training_stop = True
                 control.should_save = False
 
+    class _FullCheckpoints(TrainerCallback):
+        """Full, unsharded models (:func:`_trainer_misloads_full_checkpoints`): their checkpoints load through
+        ``from_pretrained``, every weight required, by the Trainer's public callback events: the checkpoint
+        resumed from when training begins (before the first step; the Trainer restores the optimizer,
+        scheduler, RNG and step itself), the best checkpoint when training ends (the Trainer's own loading of
+        it is off: ``load_best_model_at_end`` false, the best still tracked and kept from rotation)."""
+
+        def __init__(self, resume_from: Path | None, load_best: bool):
+            self.resume_from, self.load_best = resume_from, load_best
+
+        def on_train_begin(self, args, state, control, model=None, **kwargs):
+            if self.resume_from is not None and model is not None:
+                _load_full_checkpoint(model, str(self.resume_from))
+
+        def on_train_end(self, args, state, control, model=None, **kwargs):
+            if self.load_best and state.best_model_checkpoint is not None and model is not None:
+                logger.info(
+                    f"loading the best checkpoint, {state.best_model_checkpoint} ({state.best_metric})"
+                )
+                _load_full_checkpoint(model, state.best_model_checkpoint)
+
     class CompactProgress(ProgressCallback):
         """The progress bar, printing headline numbers only (the full breakdown goes to the loggers)."""
 
@@ -442,7 +473,15 @@ def _make_trainer_class():
             if keep:
                 self.training_bar.write(_fmt_log(state.global_step, keep))
 
-    return JudgeTrainer, CompactProgress
+    return JudgeTrainer, CompactProgress, _FullCheckpoints
+
+
+class _TrainerMisloadWarning(logging.Filter):
+    """Drops the Trainer's "missing keys" warning of a resumed full checkpoint: its own loader matches no key
+    of it (see :func:`_trainer_misloads_full_checkpoints`), and ``_FullCheckpoints`` loads it right."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("There were missing keys in the checkpoint model loaded")
 
 
 def _load_full_checkpoint(model, folder: str) -> None:
@@ -646,7 +685,7 @@ def train_judge(
     args = _sft_config(cfg, dtype, checkpoints, _report_to(cfg))
     from judge.train.collator import JudgeCollator
 
-    JudgeTrainer, CompactProgress = _make_trainer_class()
+    JudgeTrainer, CompactProgress, FullCheckpoints = _make_trainer_class()
     ev = cfg.eval
     trainer = JudgeTrainer(
         model=model,
@@ -663,6 +702,9 @@ def train_judge(
     )
     trainer.remove_callback(ProgressCallback)
     trainer.add_callback(CompactProgress())
+    misload = _trainer_misloads_full_checkpoints(cfg)
+    if misload:
+        trainer.add_callback(FullCheckpoints(resume_from, load_best=ev.strategy != "no"))
     _check_distributed(trainer, cfg, dd["train"])
     if _is_main():
         st = _state()
@@ -672,7 +714,14 @@ def train_judge(
             f"{st.num_processes}, {_describe(trainer)}, {len(dd['train'])} examples"
         )
     t_train = time.perf_counter()
-    trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
+    quiet = _TrainerMisloadWarning()
+    trainer_log = logging.getLogger("transformers.trainer")
+    if misload and resume_from is not None:
+        trainer_log.addFilter(quiet)
+    try:
+        trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
+    finally:
+        trainer_log.removeFilter(quiet)
     train_seconds = time.perf_counter() - t_train
     if trainer.diverged:
         raise TrainingDiverged(
