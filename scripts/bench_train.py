@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import math
 import shlex
 import shutil
@@ -118,45 +119,19 @@ class BatchSampler:
 
 # ----------------------------------------------------------------------------- loss
 def right_align(batch: dict) -> dict:
-    """Move each row's tokens to the right end (left padding), with explicit position ids.
+    """The batch re-aligned to the right, as judge-train's collator gives it (``judge.train.loss.right_align``)."""
+    from judge.train.loss import right_align as align
 
-    The collator pads on the right; right-aligned, every completion ends in the last column, so the
-    LM head can run on the last ``k + 1`` positions only. Position ids count real tokens, as the
-    scorer's left padding does, so the model sees the same sequence either way.
-    """
-    import torch
-
-    mask = batch["attention_mask"]
-    width = mask.shape[1]
-    shift = width - mask.sum(1)
-    idx = (torch.arange(width)[None, :] - shift[:, None]) % width
-    out = {k: batch[k].gather(1, idx) for k in ("input_ids", "attention_mask", "labels")}
-    out["position_ids"] = (out["attention_mask"].cumsum(-1) - 1).clamp(min=0)
-    if "pixel_values" in batch:
-        out["pixel_values"] = batch["pixel_values"]
-    return out
+    return align(batch)
 
 
-def loss_labels_only(model, batch: dict):
-    """Cross-entropy on the label positions, the LM head run only on the last ``k + 1`` columns."""
-    import torch.nn.functional as F
+def loss_labels_only(model, batch: dict, fused: bool = False):
+    """judge-train's loss (``judge.train.loss.labels_only_loss``): the LM head on the label positions only;
+    ``fused``: liger-kernel's fused linear cross-entropy."""
+    from judge.train.loss import labels_only_loss
 
-    labels = batch["labels"]
-    has = (labels != -100).any(0).nonzero()
-    k = int(labels.shape[1] - has[0, 0]) if len(has) else 1
-    out = model(
-        input_ids=batch["input_ids"],
-        attention_mask=batch["attention_mask"],
-        position_ids=batch["position_ids"],
-        pixel_values=batch.get("pixel_values"),
-        logits_to_keep=k + 1,
-        use_cache=False,
-    )
-    logits = out.logits[:, :-1, :]  # position t predicts token t + 1
-    target = labels[:, -k:]
-    return F.cross_entropy(
-        logits.float().reshape(-1, logits.shape[-1]), target.reshape(-1), ignore_index=-100
-    )
+    loss, _ = labels_only_loss(model, batch, fused=fused)
+    return loss
 
 
 def loss_all(model, batch: dict):
@@ -207,7 +182,11 @@ def run_config(
             "model": {"path": str(model_dir), "dtype": dtype_name, "attn_implementation": args.attn},
             "lora": {"r": args.lora_r, "alpha": args.lora_alpha, "dropout": args.lora_dropout},
             "quantization": quant,
-            "train": {"gradient_checkpointing": gc_on, "per_device_train_batch_size": args.batch_size},
+            "train": {
+                "gradient_checkpointing": gc_on,
+                "per_device_train_batch_size": args.batch_size,
+                "liger_kernel": args.liger,
+            },
         }
     )
     t0 = time.perf_counter()
@@ -247,7 +226,10 @@ def run_config(
         if dtype == torch.bfloat16
         else contextlib.nullcontext()
     )
-    loss_fn = loss_labels_only if args.loss_on == "labels" else loss_all
+    if args.loss_on == "labels":
+        loss_fn = functools.partial(loss_labels_only, fused=args.liger)
+    else:
+        loss_fn = loss_all
     pixel_dtype = next(
         (p.dtype for n, p in model.named_parameters() if "patch_embeddings" in n and p.is_floating_point()),
         dtype,
@@ -359,6 +341,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--bucket", action=argparse.BooleanOptionalAction, default=True, help="length bucketing")
     p.add_argument(
+        "--liger",
+        action="store_true",
+        help="liger-kernel (judge-train's train.liger_kernel): RMSNorm, SwiGLU and RoPE kernels in the Qwen2 LM "
+        "and the fused linear cross-entropy (with --loss-on labels); needs a CUDA GPU",
+    )
+    p.add_argument(
         "--workers", type=int, default=2, help="DataLoader workers running the collator (0: inline)"
     )
     p.add_argument("--pin-memory", action=argparse.BooleanOptionalAction, default=True)
@@ -396,6 +384,16 @@ def main(argv: list[str] | None = None) -> int:
     bad = set(configs) - set(CONFIGS)
     if bad:
         p.error(f"unknown configs {sorted(bad)}")
+    if args.liger:
+        from judge.train.trainer import liger_unavailable
+
+        why = liger_unavailable() or (
+            None
+            if args.device in ("auto", "cuda") or args.device.startswith("cuda:")
+            else f"runs on a CUDA device, not --device {args.device}"
+        )
+        if why:
+            p.error(f"--liger {why}")
 
     import torch
 
@@ -513,6 +511,7 @@ def main(argv: list[str] | None = None) -> int:
             "steps": args.steps,
             "warmup_steps": args.warmup_steps,
             "loss_on": args.loss_on,
+            "liger_kernel": args.liger,
             "bucket": args.bucket,
             "workers": args.workers,
             "pin_memory": args.pin_memory,

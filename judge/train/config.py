@@ -70,6 +70,12 @@ class TrainConfig(StrictModel):
     max_grad_norm: float = Field(1.0, gt=0)
     optim: str = "adamw_torch"
     gradient_checkpointing: bool = False
+    liger_kernel: bool = Field(
+        False,
+        description="liger-kernel's Triton kernels in the Qwen2 language model (RMSNorm, SwiGLU, RoPE) and its "
+        "fused linear cross-entropy for the loss; needs a CUDA GPU and the liger extra "
+        "(pip install 'judge[liger]')",
+    )
     bf16: bool | None = Field(None, description="None: on when the model dtype is bfloat16.")
     max_length: int | None = Field(
         None,

@@ -35,22 +35,81 @@ def right_align(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 
 
 def labels_only_loss(
-    model, batch: dict[str, torch.Tensor], num_items_in_batch: int | torch.Tensor | None = None
+    model,
+    batch: dict[str, torch.Tensor],
+    num_items_in_batch: int | torch.Tensor | None = None,
+    *,
+    fused: bool = False,
 ):
     """Cross-entropy on the label positions of a right-aligned batch (:func:`right_align`), the LM head run
-    on the last ``k + 1`` positions only. Returns ``(loss, outputs)``."""
+    on the last ``k + 1`` positions only. Returns ``(loss, outputs)``.
+
+    ``fused``: liger-kernel's fused linear cross-entropy takes the LM head's input and weight and never holds
+    the float32 logits of the label positions (``k`` of them per row: for a rationale target, hundreds of
+    150k-wide rows); ``outputs.logits`` is then empty. Its Triton kernel needs a GPU (or Triton's
+    interpreter). Not for a head whose weight a sharding engine holds (FSDP, ZeRO-3): read outside the
+    head's forward, it is a shard."""
     labels = batch["labels"]
     has = (labels != IGNORE_INDEX).any(0).nonzero()
     k = int(labels.shape[1] - has[0, 0]) if len(has) else 1
     inputs = {key: v for key, v in batch.items() if key != "labels"}
-    out = model(**inputs, logits_to_keep=k + 1, use_cache=False)
-    logits = out.logits[:, :-1, :].float()  # position t predicts token t + 1
-    target = labels[:, -k:].to(logits.device)
-    total = F.cross_entropy(
-        logits.reshape(-1, logits.shape[-1]), target.reshape(-1), ignore_index=IGNORE_INDEX, reduction="sum"
-    )
+    if fused:
+        total, out = _fused_sum(model, inputs, labels[:, -k:], k)
+        target = labels[:, -k:]
+    else:
+        out = model(**inputs, logits_to_keep=k + 1, use_cache=False)
+        logits = out.logits[:, :-1, :].float()  # position t predicts token t + 1
+        target = labels[:, -k:].to(logits.device)
+        total = F.cross_entropy(
+            logits.reshape(-1, logits.shape[-1]),
+            target.reshape(-1),
+            ignore_index=IGNORE_INDEX,
+            reduction="sum",
+        )
     if num_items_in_batch is None:
         denom = (target != IGNORE_INDEX).sum().clamp(min=1)
     else:
         denom = torch.as_tensor(num_items_in_batch, device=total.device)
     return total / denom, out
+
+
+def output_head(model) -> torch.nn.Module:
+    """The LM head of a model, through the wrappers training puts around it (DDP, PEFT)."""
+    base = getattr(model, "module", model)  # DistributedDataParallel
+    base = base.get_base_model() if hasattr(base, "get_base_model") else base
+    head = base.get_output_embeddings()
+    if head is None:
+        raise ValueError(f"{type(base).__name__} has no output embeddings (LM head) to fuse the loss with")
+    return head
+
+
+def _fused_sum(model, inputs: dict[str, torch.Tensor], target: torch.Tensor, k: int):
+    """The summed cross-entropy of the last ``k`` positions through liger-kernel's fused linear cross-entropy.
+
+    The model runs its own forward (so DDP and PEFT see an ordinary call); a hook on the LM head keeps the
+    head's input and replaces its ``k + 1`` logits columns by an empty tensor."""
+    from liger_kernel.transformers.functional import liger_fused_linear_cross_entropy
+
+    head = output_head(model)
+    kept: list[torch.Tensor] = []
+
+    def hook(_module, args, output):
+        kept.append(args[0])
+        return output[..., :0]
+
+    handle = head.register_forward_hook(hook)
+    try:
+        out = model(**inputs, logits_to_keep=k + 1, use_cache=False)
+    finally:
+        handle.remove()
+    hidden = kept[-1][:, :-1, :]  # position t predicts token t + 1
+    bias = getattr(head, "bias", None)
+    total = liger_fused_linear_cross_entropy(
+        hidden.reshape(-1, hidden.shape[-1]).to(head.weight.dtype),
+        head.weight,
+        target.to(hidden.device).reshape(-1),
+        bias=bias,
+        ignore_index=IGNORE_INDEX,
+        reduction="sum",
+    )
+    return total, out

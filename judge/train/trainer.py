@@ -172,6 +172,7 @@ def build_model(cfg: RunConfig):
 
     from judge.models.loading import load_scorer, resolve_dtype
 
+    check_liger(cfg)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     quant = None if cfg.quantization == "none" else cfg.quantization
     device_map = None
@@ -189,6 +190,8 @@ def build_model(cfg: RunConfig):
         device_map=device_map,
     )
     model.train()
+    if cfg.train.liger_kernel:
+        _apply_liger(model)
     frozen_prefixes = []
     if not cfg.lora.train_vision:
         frozen_prefixes.append("vision_tower")
@@ -342,6 +345,9 @@ def _make_trainer_class():
             self.eval_history: list[dict[str, Any]] = []
             self.baseline: dict[str, Any] | None = None
             self.diverged: str | None = None  #: what the divergence guard saw, when it stopped training
+            # liger's fused loss reads the LM head's weight outside its forward: not a shard of it.
+            zero3 = self.is_deepspeed_enabled and self.accelerator.state.deepspeed_plugin.zero_stage == 3
+            self.fused_loss = run_cfg.train.liger_kernel and not (self.is_fsdp_enabled or zero3)
             if baseline_set is not None:
                 self.add_callback(_Baseline(self, baseline_set))
             self.add_callback(_DivergenceGuard(self))
@@ -367,7 +373,7 @@ def _make_trainer_class():
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
             # The LM head on the completion columns only (judge.train.loss): the same loss, without a
             # vocabulary-wide projection of every prompt position.
-            loss, outputs = labels_only_loss(model, inputs, num_items_in_batch)
+            loss, outputs = labels_only_loss(model, inputs, num_items_in_batch, fused=self.fused_loss)
             return (loss, outputs) if return_outputs else loss
 
         def evaluate(
@@ -499,8 +505,50 @@ def _load_full_checkpoint(model, folder: str) -> None:
 
 
 # ----------------------------------------------------------------------------- distributed checks
+def liger_unavailable() -> str | None:
+    """Why liger-kernel cannot run in this process (no CUDA GPU, not installed), or None."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return (
+            "needs a CUDA GPU: liger-kernel's kernels are Triton GPU kernels, and on a machine without one "
+            "Triton finds no driver to run them on ('0 active drivers')"
+        )
+    try:
+        import liger_kernel  # noqa: F401
+    except ImportError:
+        return "needs liger-kernel: pip install 'judge[liger]' (or liger-kernel)"
+    return None
+
+
+def check_liger(cfg: RunConfig) -> None:
+    """``train.liger_kernel`` can run here (checked before anything loads)."""
+    if cfg.train.liger_kernel and (why := liger_unavailable()):
+        raise ConfigError(f"train.liger_kernel {why}; set train.liger_kernel: false to train without it")
+
+
+def _apply_liger(model) -> None:
+    """liger-kernel's RMSNorm, SwiGLU and RoPE kernels in the model's Qwen2 language model, in place.
+
+    liger patches Qwen2's rotary function for the whole process (a module-level function) and this model's
+    norm and MLP modules; the LM head and loss stay the judge's (``labels_only_loss(fused=True)``)."""
+    from liger_kernel.transformers import apply_liger_kernel_to_qwen2
+
+    lm = getattr(getattr(model, "model", None), "language_model", None)
+    model_type = getattr(getattr(lm, "config", None), "model_type", None)
+    if model_type != "qwen2":
+        raise ConfigError(
+            f"train.liger_kernel supports a Qwen2 language model (InternVL2.5/3 judges); this model's is "
+            f"{model_type or type(lm).__name__!r}"
+        )
+    apply_liger_kernel_to_qwen2(
+        rope=True, rms_norm=True, swiglu=True, cross_entropy=False, fused_linear_cross_entropy=False, model=lm
+    )
+
+
 def _check_launch(cfg: RunConfig) -> None:
     """Before any model is loaded: what FSDP / DeepSpeed cannot run."""
+    check_liger(cfg)
     sharding = _launched_sharding()
     if sharding is not None and cfg.quantization != "none":
         raise ConfigError(
