@@ -103,10 +103,11 @@ def _fused_sum(model, inputs: dict[str, torch.Tensor], target: torch.Tensor, k: 
     finally:
         handle.remove()
     hidden = kept[-1][:, :-1, :]  # position t predicts token t + 1
+    weight: torch.Tensor = head.weight  # type: ignore[assignment]
     bias = getattr(head, "bias", None)
     total = liger_fused_linear_cross_entropy(
-        hidden.reshape(-1, hidden.shape[-1]).to(head.weight.dtype),
-        head.weight,
+        hidden.reshape(-1, hidden.shape[-1]).to(weight.dtype),
+        weight,
         target.to(hidden.device).reshape(-1),
         bias=bias,
         ignore_index=IGNORE_INDEX,
