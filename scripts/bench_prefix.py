@@ -61,8 +61,19 @@ def main(argv: list[str] | None = None) -> int:
         help="torch intra-op threads (default: torch's own choice). On a machine "
         "shared with other jobs, 1 avoids threads stalling each other and gives steadier timings",
     )
+    p.add_argument(
+        "--allow-dirty",
+        action="store_true",
+        help="time a working tree whose tracked files differ from its commit (the JSON says dirty: true)",
+    )
     p.add_argument("--out", default=str(REPO / "benchmarks/results"))
     args = p.parse_args(argv)
+    commit, dirty = _git_state()
+    if dirty and not args.allow_dirty:
+        p.error(
+            f"the working tree differs from commit {commit}: commit first, so the figures can be traced to code "
+            "(or pass --allow-dirty; the JSON then records dirty: true)"
+        )
 
     import torch
 
@@ -164,7 +175,8 @@ def main(argv: list[str] | None = None) -> int:
             "torch": torch.__version__,
             "python": platform.python_version(),
         },
-        "git_commit": _git_commit(),
+        "git_commit": commit,
+        "dirty": dirty,
         "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
     out = Path(args.out)
@@ -176,14 +188,22 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _git_commit() -> str | None:
+def _git_state() -> tuple[str | None, bool]:
+    """(the commit, whether tracked files differ from it); (None, False) outside git."""
     try:
-        out = subprocess.run(
+        head = subprocess.run(
             ["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True, timeout=10
         )
+        status = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
     except OSError:
-        return None
-    return out.stdout.strip() or None
+        return None, False
+    return head.stdout.strip() or None, bool(status.stdout.strip())
 
 
 if __name__ == "__main__":

@@ -17,10 +17,18 @@ one fixed synthetic workload (random-colour images, prompts padded with words to
      image) once, each criterion's suffix on a copy of its KV cache; token-budget batching.
 
 Every timed run includes encoding (chat template, tokenising, image preprocessing), as
-``judge-score`` does; with ``--workers N`` encoding runs in DataLoader worker processes,
-overlapped with the GPU. For each mode: responses/s, criterion scores/s, prefill tokens/s,
-achieved TFLOP/s and MFU (FLOP count below), peak GPU memory. JSON goes to
+``judge-score`` does; with ``--workers N`` encoding runs in persistent DataLoader worker
+processes, started before any timing and overlapped with the GPU. For each mode: responses/s,
+criterion scores/s, prefill tokens/s, achieved TFLOP/s and MFU (FLOP count below), peak GPU
+memory allocated and reserved (GiB). JSON goes to
 ``benchmarks/results/bench_score_<device>_<timestamp>.json``.
+
+The protocol for a published figure: at least 128 responses (default 256) and 3 repeats of (b)
+and (c), alternating, the median reported (the default), from a committed tree: a tree whose
+tracked files differ from its commit is refused unless ``--allow-dirty`` (the JSON records the
+commit and ``dirty``). ``--profile`` adds one run of each mode under ``torch.profiler``: the
+time of encoding (or waiting for the workers), the prefix pass, the KV-cache copies, the suffix
+passes and the read-out, and the top operators.
 
 FLOPs (forward; multiply-add = 2; real tokens only, padding never counted), per sequence that
 runs ``n`` new tokens over ``c`` tokens already in the KV cache and reads logits at ``k`` positions::
@@ -51,6 +59,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gc
+import math
 import os
 import platform
 import shlex
@@ -493,17 +502,74 @@ def reset_peak(device: str) -> None:
         torch.cuda.reset_peak_memory_stats()
 
 
+GIB = 2**30
+
+
 def peak_memory(device: str) -> dict:
+    """Peak GPU memory since the last :func:`reset_peak`: allocated by tensors and reserved by the caching
+    allocator (what the process holds from the GPU, and what an out-of-memory error is about), in bytes
+    and GiB. None on the CPU."""
     import torch
 
     if not device.startswith("cuda"):
-        return {"peak_memory_bytes": None, "peak_memory_gb": None, "peak_reserved_gb": None}
-    alloc = torch.cuda.max_memory_allocated()
+        return {
+            k: None
+            for k in (
+                "peak_allocated_bytes",
+                "peak_allocated_gib",
+                "peak_reserved_bytes",
+                "peak_reserved_gib",
+            )
+        }
+    alloc, reserved = torch.cuda.max_memory_allocated(), torch.cuda.max_memory_reserved()
     return {
-        "peak_memory_bytes": alloc,
-        "peak_memory_gb": alloc / 1e9,
-        "peak_reserved_gb": torch.cuda.max_memory_reserved() / 1e9,
+        "peak_allocated_bytes": alloc,
+        "peak_allocated_gib": alloc / GIB,
+        "peak_reserved_bytes": reserved,
+        "peak_reserved_gib": reserved / GIB,
     }
+
+
+# ----------------------------------------------------------------------------- the protocol
+#: What a published figure needs (benchmarks/README.md): enough responses that batching and workers reach
+#: a steady state, several repeats (the median is reported), and a committed tree.
+MIN_RESPONSES = 128
+MIN_REPEATS = 3
+
+
+def source_state(repo: Path = REPO) -> dict:
+    """The commit the figures come from and whether tracked files differ from it (``dirty``)."""
+    from judge.models.card import git_commit
+
+    commit = git_commit(repo)
+    return {
+        "git_commit": commit.removesuffix("-dirty") if commit else None,
+        "dirty": bool(commit and commit.endswith("-dirty")),
+    }
+
+
+def require_clean(state: dict, allow_dirty: bool) -> None:
+    """Refuse to time a tree whose tracked files differ from its commit: the figures could not be traced to
+    code. ``--allow-dirty`` times it anyway; the JSON then says ``dirty: true``."""
+    if state["dirty"] and not allow_dirty:
+        raise SystemExit(
+            f"the working tree differs from commit {state['git_commit']}: commit first, so the figures can be "
+            "traced to code (or pass --allow-dirty; the JSON then records dirty: true)"
+        )
+    if state["dirty"]:
+        print(f"WARNING: timing a dirty tree (commit {state['git_commit']} plus changes)", file=sys.stderr)
+
+
+def protocol(responses: int, repeats: int) -> dict:
+    """Whether a run meets the protocol for published figures; a warning on stderr when not."""
+    ok = responses >= MIN_RESPONSES and repeats >= MIN_REPEATS
+    if not ok:
+        print(
+            f"WARNING: {responses} responses and {repeats} repeats are below the protocol for published figures "
+            f"(>= {MIN_RESPONSES} responses, >= {MIN_REPEATS} repeats): a test of the script, not a measurement",
+            file=sys.stderr,
+        )
+    return {"min_responses": MIN_RESPONSES, "min_repeats": MIN_REPEATS, "met": ok}
 
 
 def peak_tflops(device: str, override: float | None) -> tuple[float | None, str | None]:
@@ -535,7 +601,7 @@ def machine_facts(device: str, peak: float | None, gpu: str | None) -> dict:
     }
     if device.startswith("cuda"):
         facts["cuda"] = torch.version.cuda
-        facts["gpu_memory_gb"] = torch.cuda.get_device_properties(torch.device(device)).total_memory / 1e9
+        facts["gpu_memory_gib"] = torch.cuda.get_device_properties(torch.device(device)).total_memory / GIB
     return facts
 
 
@@ -628,45 +694,151 @@ def score_mmie(scorer, requests, new_tokens: int):
 
 
 class _EncodeSet:
-    """A map-style dataset whose items are ``scorer.encode(request)``: encoding in DataLoader workers."""
+    """A map-style dataset whose items are the requests encoded (``judge.models.readout.encode_request``,
+    what ``ExpectedScorer.encode`` does): encoding in DataLoader workers, which need the processor only."""
 
-    def __init__(self, scorer, requests):
-        self.scorer, self.requests = scorer, requests
+    def __init__(self, processor, requests):
+        self.processor, self.requests = processor, requests
 
     def __len__(self) -> int:
         return len(self.requests)
 
     def __getitem__(self, i: int):
-        return self.scorer.encode(self.requests[i])
+        from judge.models.readout import encode_request
+
+        return encode_request(self.processor, self.requests[i])
 
 
 def _as_list(batch):
     return list(batch)
 
 
-def score_judge(
-    scorer, requests, *, share_prefix: bool, batch_tokens: int, batch_size: int, workers: int, chunk: int
-):
-    """Modes (b) and (c). ``workers == 0``: ``scorer.score`` (encode everything, then score), as the API does.
-    ``workers > 0``: DataLoader workers encode chunks of ``chunk`` requests while the GPU scores the last one."""
-    out = []
-    if workers <= 0:
-        for batch in scorer.score(
-            requests, share_prefix=share_prefix, batch_tokens=batch_tokens, max_batch_size=batch_size
-        ):
-            out.extend(batch)
-        return out
-    from torch.utils.data import DataLoader
+def auto_chunk(responses: int, workers: int) -> int:
+    """Requests per worker chunk: small enough that every worker gets several chunks (16 responses in chunks
+    of 64 left one worker encoding everything while the GPU waited), large enough to batch well."""
+    return max(4, min(64, math.ceil(responses / (2 * max(workers, 1)))))
 
-    loader = DataLoader(
-        _EncodeSet(scorer, requests),
-        batch_size=chunk,
-        num_workers=workers,
-        collate_fn=_as_list,
-        prefetch_factor=2,
-        persistent_workers=False,
-    )
-    for encoded in loader:
+
+class Encoder:
+    """Encoding for the timed runs. ``workers == 0``: inline, as ``scorer.score`` does. ``workers > 0``: a
+    DataLoader with persistent worker processes, built from the processor before the model exists (nothing
+    is forked from a process holding a GPU context) and started by :meth:`start` before any timing, so that
+    no run pays for starting processes; each timed run is one pass over it, chunks encoded while the GPU
+    scores the previous one."""
+
+    def __init__(self, processor, requests, workers: int, chunk: int):
+        self.requests, self.workers, self.chunk = requests, workers, chunk
+        self.loader = None
+        if workers > 0:
+            from torch.utils.data import DataLoader
+
+            self.loader = DataLoader(
+                _EncodeSet(processor, requests),
+                batch_size=chunk,
+                num_workers=workers,
+                collate_fn=_as_list,
+                prefetch_factor=2,
+                persistent_workers=True,
+            )
+
+    def start(self) -> float:
+        """Start the workers (and encode the first chunk, untimed); returns the seconds it took."""
+        if self.loader is None:
+            return 0.0
+        t0 = time.perf_counter()
+        next(iter(self.loader))
+        return time.perf_counter() - t0
+
+    def chunks(self, scorer):
+        """The requests encoded, chunk by chunk (inline: all at once, as ``scorer.score`` does)."""
+        if self.loader is None:
+            with _span("judge.encode"):
+                encoded = [scorer.encode(r) for r in self.requests]
+            yield encoded
+        else:
+            with _span("judge.wait_for_workers"):
+                it = iter(self.loader)
+            while True:
+                with _span("judge.wait_for_workers"):
+                    chunk = next(it, None)
+                if chunk is None:
+                    return
+                yield chunk
+
+
+def _span(name: str):
+    import torch
+
+    return torch.profiler.record_function(name)
+
+
+def profile_modes(scorer, encoder: Encoder, modes: list[str], device: str, top: int = 25, **kw) -> dict:
+    """One run of each of ``modes`` under ``torch.profiler``: the time of the scorer's named ranges
+    (``judge.encode`` or ``judge.wait_for_workers``, ``judge.prefix_pass``, ``judge.kv_copy``,
+    ``judge.suffix_pass``, ``judge.unshared_pass``, ``judge.readout*``) and the ``top`` operators by self
+    time (device time on a GPU, CPU time otherwise)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    cuda = device.startswith("cuda")
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    out = {}
+    for mode in modes:
+        sync(device)
+        t0 = time.perf_counter()
+        with profile(activities=activities) as prof:
+            with _span("judge.run"):
+                score_judge(scorer, encoder, share_prefix=mode == "shared", **kw)
+            sync(device)
+        wall = time.perf_counter() - t0
+        events = prof.key_averages()
+
+        def dev(e, total: bool) -> float | None:
+            if not cuda:
+                return None
+            name = "device_time_total" if total else "self_device_time_total"
+            return getattr(e, name, 0) / 1e6
+
+        spans = {
+            e.key: {"count": e.count, "cpu_s": e.cpu_time_total / 1e6, "device_s": dev(e, True)}
+            for e in events
+            if e.key.startswith("judge.")
+        }
+        ops = [e for e in events if not e.key.startswith("judge.") and not e.key.startswith("enumerate(")]
+        ops.sort(key=lambda e: (dev(e, False) if cuda else e.self_cpu_time_total / 1e6) or 0, reverse=True)
+        out[mode] = {
+            "wall_seconds_profiled": wall,
+            "spans": spans,
+            "top_ops": [
+                {
+                    "name": e.key,
+                    "count": e.count,
+                    "self_cpu_s": e.self_cpu_time_total / 1e6,
+                    "self_device_s": dev(e, False),
+                }
+                for e in ops[:top]
+            ],
+        }
+    return out
+
+
+def print_profile(profiles: dict) -> None:
+    for mode, prof in profiles.items():
+        print(f"\nprofile of one {mode} run ({prof['wall_seconds_profiled']:.2f} s under the profiler)")
+        print("| range | count | CPU s | device s |")
+        print("|---|---|---|---|")
+        for name, r in sorted(prof["spans"].items(), key=lambda kv: -kv[1]["cpu_s"]):
+            print(f"| {name} | {r['count']} | {r['cpu_s']:.3f} | {_fmt(r['device_s'], '.3f')} |")
+        print("| top operator (self time) | count | CPU s | device s |")
+        for op in prof["top_ops"][:10]:
+            print(
+                f"| {op['name'][:60]} | {op['count']} | {op['self_cpu_s']:.3f} | {_fmt(op['self_device_s'], '.3f')} |"
+            )
+
+
+def score_judge(scorer, encoder: Encoder, *, share_prefix: bool, batch_tokens: int, batch_size: int):
+    """Modes (b) and (c): every request of ``encoder``, encoded as it says, scored in token-budget batches."""
+    out = []
+    for encoded in encoder.chunks(scorer):
         for batch in scorer.score_encoded(
             encoded, share_prefix=share_prefix, batch_tokens=batch_tokens, max_batch_size=batch_size
         ):
@@ -806,12 +978,31 @@ def main(argv: list[str] | None = None) -> int:
         "--workers",
         type=int,
         default=0,
-        help="DataLoader workers that encode while the GPU scores (0: encode inline, as scorer.score)",
+        help="persistent DataLoader workers that encode while the GPU scores, started before any timing "
+        "(0: encode inline, as scorer.score)",
     )
-    p.add_argument("--chunk", type=int, default=64, help="requests per worker chunk (with --workers)")
+    p.add_argument(
+        "--chunk",
+        type=int,
+        help="requests per worker chunk (with --workers; default: responses / (2 x workers), 4 to 64)",
+    )
     p.add_argument("--warmup", type=int, default=8, help="responses scored once, untimed, before (b) and (c)")
     p.add_argument(
-        "--repeats", type=int, default=1, help="timed runs of (b) and (c) each; the median is kept"
+        "--repeats",
+        type=int,
+        default=MIN_REPEATS,
+        help=f"timed runs of (b) and (c) each, alternating; the median is reported (default {MIN_REPEATS})",
+    )
+    p.add_argument(
+        "--allow-dirty",
+        action="store_true",
+        help="time a working tree whose tracked files differ from its commit (the JSON says dirty: true)",
+    )
+    p.add_argument(
+        "--profile",
+        action="store_true",
+        help="after the timed runs, one more run of each mode under torch.profiler: where the time goes "
+        "(encoding, prefix pass, KV-cache copies, suffix passes, read-out, top operators), in the JSON",
     )
     p.add_argument("--device", default="auto")
     p.add_argument("--dtype", default="auto", help="auto: bfloat16 on a GPU, float32 on the CPU")
@@ -825,6 +1016,11 @@ def main(argv: list[str] | None = None) -> int:
     unknown = set(modes) - {"mmie", "unshared", "shared"}
     if unknown:
         p.error(f"unknown modes {sorted(unknown)}")
+    if args.repeats < 1 or args.responses < 1:
+        p.error("--repeats and --responses must be positive")
+    source = source_state()
+    require_clean(source, args.allow_dirty)
+    chunk = args.chunk or auto_chunk(args.responses, args.workers)
 
     import torch
 
@@ -894,6 +1090,9 @@ def main(argv: list[str] | None = None) -> int:
         "responses/s on one CPU process)"
     )
 
+    # The encoding workers start now, from the processor, before the model exists and before any timing.
+    encoder = Encoder(processor, requests, 0 if args.encode_only else args.workers, chunk)
+    workers_start_s = encoder.start()
     model = None
     build_s = weights_bytes = None
     if not args.encode_only:
@@ -904,7 +1103,7 @@ def main(argv: list[str] | None = None) -> int:
         weights_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
         print(
             f"built on {device} ({dtype}, attention {args.attn}) in {build_s:.1f} s; "
-            f"weights {weights_bytes / 1e9:.2f} GB"
+            f"weights {weights_bytes / GIB:.2f} GiB"
         )
         scorer = ExpectedScorer(model, processor, rubric.scale.values, device=device)
     else:
@@ -912,12 +1111,10 @@ def main(argv: list[str] | None = None) -> int:
 
     results: dict[str, dict] = {}
     scores: dict[str, dict] = {}
-    kw = dict(
-        batch_tokens=args.batch_tokens, batch_size=args.batch_size, workers=args.workers, chunk=args.chunk
-    )
+    kw = dict(batch_tokens=args.batch_tokens, batch_size=args.batch_size)
 
     # Warm-up: first-call allocations, kernel selection and lazy imports stay out of the timings.
-    warm = requests[: max(1, min(args.warmup, len(requests)))]
+    warm = Encoder(processor, requests[: max(1, min(args.warmup, len(requests)))], 0, chunk)
     for mode in ("unshared", "shared"):
         if mode in modes:
             score_judge(scorer, warm, share_prefix=mode == "shared", **kw)
@@ -928,23 +1125,27 @@ def main(argv: list[str] | None = None) -> int:
             )
     sync(device)
 
-    for mode in [m for m in ("unshared", "shared") if m in modes]:
-        share = mode == "shared"
-        times, peaks = [], []
-        for rep in range(args.repeats):
+    timed = [m for m in ("unshared", "shared") if m in modes]
+    times: dict[str, list[float]] = {m: [] for m in timed}
+    peaks: dict[str, list[dict]] = {m: [] for m in timed}
+    for rep in range(args.repeats):
+        # Alternate the order, so that a drift in the machine's state does not favour one mode.
+        for mode in timed if rep % 2 == 0 else timed[::-1]:
             reset_peak(device)
             sync(device)
             t0 = time.perf_counter()
-            out = score_judge(scorer, requests, share_prefix=share, **kw)
+            out = score_judge(scorer, encoder, share_prefix=mode == "shared", **kw)
             sync(device)
-            times.append(time.perf_counter() - t0)
-            peaks.append(peak_memory(device))
-            print(f"  {mode:8s} run {rep + 1}: {times[-1]:.2f} s", file=sys.stderr, flush=True)
-        assert sum(len(s) for _, s in out) == n_scores
-        scores[mode] = _scores_by_key(out)
-        sec = statistics.median(times)
+            times[mode].append(time.perf_counter() - t0)
+            peaks[mode].append(peak_memory(device))
+            print(f"  {mode:8s} run {rep + 1}: {times[mode][-1]:.2f} s", file=sys.stderr, flush=True)
+            assert sum(len(s) for _, s in out) == n_scores
+            scores[mode] = _scores_by_key(out)
+    for mode in timed:
+        share = mode == "shared"
+        sec = statistics.median(times[mode])
         c = workload_counts(
-            encoded, fm, share, args.batch_tokens, args.batch_size, args.chunk if args.workers > 0 else None
+            encoded, fm, share, args.batch_tokens, args.batch_size, chunk if args.workers > 0 else None
         )
         results[mode] = {
             "label": "b. judge-score, no prefix sharing"
@@ -953,7 +1154,7 @@ def main(argv: list[str] | None = None) -> int:
             "responses": len(requests),
             "criterion_scores": n_scores,
             "seconds": sec,
-            "seconds_all": times,
+            "seconds_all": times[mode],
             "responses_per_s": len(requests) / sec,
             "criterion_scores_per_s": n_scores / sec,
             "prefill_tokens": c["prefill_tokens"],
@@ -963,7 +1164,7 @@ def main(argv: list[str] | None = None) -> int:
             "forward_batches": c["batches"],
             "tiles_encoded": c["tiles"],
             **rates(sec, c["flops"], peak),
-            **max(peaks, key=lambda m: m["peak_memory_bytes"] or 0),
+            **max(peaks[mode], key=lambda m: m["peak_reserved_bytes"] or 0),
         }
 
     if "mmie" in modes:
@@ -997,6 +1198,8 @@ def main(argv: list[str] | None = None) -> int:
             **mem,
         }
 
+    profiles = profile_modes(scorer, encoder, timed, device, **kw) if args.profile and timed else {}
+
     ratios = {}
     if "shared" in results and "mmie" in results:
         ratios["c_over_a_responses_per_s"] = (
@@ -1023,13 +1226,14 @@ def main(argv: list[str] | None = None) -> int:
         "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "device": machine_facts(device, peak, gpu),
         "versions": versions(),
-        "git_commit": _git_commit(),
+        **source,
+        "protocol": protocol(len(requests), args.repeats if timed else MIN_REPEATS),
         "config": {
             "model": desc,
             "dtype": str(dtype).replace("torch.", ""),
             "attn_implementation": args.attn,
             "attn_used": attn_used(model) if model is not None else None,
-            "weights_gb": weights_bytes / 1e9 if weights_bytes else None,
+            "weights_gib": weights_bytes / GIB if weights_bytes else None,
             "build_seconds": build_s,
             "workload": workload,
             "new_tokens": args.new_tokens,
@@ -1037,7 +1241,8 @@ def main(argv: list[str] | None = None) -> int:
             "batch_tokens": args.batch_tokens,
             "batch_size": args.batch_size,
             "workers": args.workers,
-            "chunk": args.chunk,
+            "chunk": chunk if args.workers > 0 else None,
+            "workers_start_seconds": workers_start_s,
             "warmup": args.warmup,
             "repeats": args.repeats,
             "modes": modes,
@@ -1063,19 +1268,16 @@ def main(argv: list[str] | None = None) -> int:
         "results": results,
         "ratios": ratios,
         "agreement": agree,
+        "profile": profiles or None,
     }
     print_table(result)
+    if profiles:
+        print_profile(profiles)
     path = write_result(args.out, "bench_score_encode" if args.encode_only else "bench_score", device, result)
     print(f"wrote {path}")
     del model
     reset_peak(device)
     return 0
-
-
-def _git_commit():
-    from judge.models.card import git_commit
-
-    return git_commit(REPO)
 
 
 def _fmt(x, spec: str) -> str:
@@ -1097,7 +1299,8 @@ def print_table(result: dict) -> None:
         "prefill tok/s",
         "TFLOP/s",
         "MFU",
-        "peak GB",
+        "peak alloc GiB",
+        "peak reserved GiB",
     ]
     print("| " + " | ".join(head) + " |")
     print("|" + "|".join("---" for _ in head) + "|")
@@ -1108,7 +1311,7 @@ def print_table(result: dict) -> None:
         print(
             f"| {key} | {r['responses']} | {r['seconds']:.2f} | {r['responses_per_s']:.3g} | "
             f"{r['criterion_scores_per_s']:.3g} | {r['prefill_tokens_per_s']:.4g} | {_fmt(r['tflops_per_s'], '.3g')} | "
-            f"{_fmt(r['mfu'], '.1%')} | {_fmt(r['peak_memory_gb'], '.2f')} |"
+            f"{_fmt(r['mfu'], '.1%')} | {_fmt(r['peak_allocated_gib'], '.2f')} | {_fmt(r['peak_reserved_gib'], '.2f')} |"
         )
     for k, v in result["ratios"].items():
         print(f"{k}: {v:.2f}x")

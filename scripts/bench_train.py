@@ -199,7 +199,7 @@ def run_config(
     model.train()
     bs.sync(device)
     load_s = time.perf_counter() - t0
-    weights_mem = torch.cuda.memory_allocated() / 1e9 if device.startswith("cuda") else None
+    weights_mem = torch.cuda.memory_allocated() / bs.GIB if device.startswith("cuda") else None
     trainable = [p for p in model.parameters() if p.requires_grad]
     lora_params = sum(p.numel() for p in trainable)
     opt = torch.optim.AdamW(
@@ -247,7 +247,7 @@ def run_config(
         "gradient_checkpointing": gc_on,
         "trainable_params": lora_params,
         "load_seconds": load_s,
-        "weights_memory_gb": weights_mem,
+        "weights_memory_gib": weights_mem,
         "attn_implementation": bs.attn_used(model),
     }
     try:
@@ -376,6 +376,11 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="save the random model (and its processor) to --model-dir, and stop: a base for judge-train",
     )
+    p.add_argument(
+        "--allow-dirty",
+        action="store_true",
+        help="time a working tree whose tracked files differ from its commit (the JSON says dirty: true)",
+    )
     p.add_argument("--out", default=str(REPO / "benchmarks/results"))
     args = p.parse_args(argv)
     if args.save_only and not args.model_dir:
@@ -384,6 +389,8 @@ def main(argv: list[str] | None = None) -> int:
     bad = set(configs) - set(CONFIGS)
     if bad:
         p.error(f"unknown configs {sorted(bad)}")
+    source = bs.source_state()
+    bs.require_clean(source, args.allow_dirty)
     if args.liger:
         from judge.train.trainer import liger_unavailable
 
@@ -493,7 +500,8 @@ def main(argv: list[str] | None = None) -> int:
         "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "device": bs.machine_facts(device, peak, gpu),
         "versions": bs.versions(),
-        "git_commit": bs._git_commit(),
+        **source,
+        "protocol": {"steps": args.steps, "warmup_steps": args.warmup_steps},
         "config": {
             "model": desc,
             "dtype": dtype_name,
@@ -547,7 +555,18 @@ def print_table(result: dict) -> None:
         f"\n{dev['name']} ({dev['type']}), {result['config']['dtype']}; peak {dev['peak_bf16_tflops'] or '-'} "
         f"TFLOP/s; batch {result['config']['batch_size']}, loss on {result['config']['loss_on']}"
     )
-    head = ["config", "s/step", "tokens/s", "examples/s", "TFLOP/s", "MFU", "MFU (6N)", "peak GB", "loss"]
+    head = [
+        "config",
+        "s/step",
+        "tokens/s",
+        "examples/s",
+        "TFLOP/s",
+        "MFU",
+        "MFU (6N)",
+        "peak alloc GiB",
+        "peak reserved GiB",
+        "loss",
+    ]
     print("| " + " | ".join(head) + " |")
     print("|" + "|".join("---" for _ in head) + "|")
     f = bs._fmt
@@ -558,7 +577,8 @@ def print_table(result: dict) -> None:
         print(
             f"| {name} | {r['seconds_per_step']:.3g} | {r['tokens_per_s']:.4g} | {r['examples_per_s']:.3g} | "
             f"{f(r['tflops_per_s'], '.3g')} | {f(r['mfu'], '.1%')} | {f(r['mfu_6n'], '.1%')} | "
-            f"{f(r['peak_memory_gb'], '.2f')} | {r['loss_first']:.3f} -> {r['loss_last']:.3f} |"
+            f"{f(r['peak_allocated_gib'], '.2f')} | {f(r['peak_reserved_gib'], '.2f')} | "
+            f"{r['loss_first']:.3f} -> {r['loss_last']:.3f} |"
         )
 
 

@@ -61,8 +61,10 @@ RESULT_FIELDS = {
     "flops",
     "tflops_per_s",
     "mfu",
-    "peak_memory_bytes",
-    "peak_memory_gb",
+    "peak_allocated_bytes",
+    "peak_allocated_gib",
+    "peak_reserved_bytes",
+    "peak_reserved_gib",
 }
 
 
@@ -80,8 +82,12 @@ def test_bench_score_tiny_three_modes(bs, tmp_path):
         "300",
         "--warmup",
         "1",
+        "--repeats",
+        "1",
         "--device",
         "cpu",
+        "--allow-dirty",
+        "--profile",
         "--out",
         str(tmp_path),
     ]
@@ -100,7 +106,7 @@ def test_bench_score_tiny_three_modes(bs, tmp_path):
     for mode in ("mmie", "unshared", "shared"):
         r = d["results"][mode]
         assert RESULT_FIELDS <= set(r), (mode, RESULT_FIELDS - set(r))
-        assert r["mfu"] is None and r["peak_memory_bytes"] is None  # CPU: no peak rate, no GPU memory
+        assert r["mfu"] is None and r["peak_reserved_gib"] is None  # CPU: no peak rate, no GPU memory
         assert r["responses_per_s"] > 0 and r["flops"] > 0
     a = d["results"]["mmie"]
     assert a["responses"] == 1 and a["criterion_scores"] == 7 and a["generated_tokens"] == 7 * 4
@@ -111,6 +117,40 @@ def test_bench_score_tiny_three_modes(bs, tmp_path):
     assert agree["pairs"] == 28 and agree["max_abs_diff_expected"] < 1e-4
     assert agree["max_abs_diff_distribution"] < 1e-4
     assert set(d["ratios"]) == {"c_over_a_responses_per_s", "c_over_b_responses_per_s"}
+    # Traceable to code: the commit and whether the tree was dirty; 4 responses, 1 repeat: below the protocol.
+    assert isinstance(d["dirty"], bool) and d["git_commit"]
+    assert d["protocol"] == {"min_responses": 128, "min_repeats": 3, "met": False}
+    # The profile names where (c)'s time goes: the prefix pass, the KV-cache copy, the suffix pass, the read-out.
+    spans = d["profile"]["shared"]["spans"]
+    for name in ("judge.encode", "judge.prefix_pass", "judge.kv_copy", "judge.suffix_pass", "judge.readout"):
+        assert spans[name]["count"] >= 1 and spans[name]["cpu_s"] >= 0, name
+    assert "judge.unshared_pass" in d["profile"]["unshared"]["spans"] and d["profile"]["shared"]["top_ops"]
+
+
+def test_a_dirty_tree_is_refused_and_the_protocol_is_checked(bs, tmp_path):
+    import subprocess
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    (repo / "a.txt").write_text("one")
+    subprocess.run([*git, "add", "a.txt"], check=True)
+    subprocess.run([*git, "commit", "-qm", "a"], check=True)
+    clean = bs.source_state(repo)
+    assert clean["dirty"] is False and len(clean["git_commit"]) == 40
+    bs.require_clean(clean, allow_dirty=False)
+    (repo / "untracked.json").write_text("{}")  # a result file not yet committed does not make it dirty
+    assert bs.source_state(repo)["dirty"] is False
+    (repo / "a.txt").write_text("two")
+    dirty = bs.source_state(repo)
+    assert dirty == {"git_commit": clean["git_commit"], "dirty": True}
+    with pytest.raises(SystemExit, match="differs from commit .*--allow-dirty"):
+        bs.require_clean(dirty, allow_dirty=False)
+    bs.require_clean(dirty, allow_dirty=True)
+    assert bs.protocol(128, 3)["met"] and not bs.protocol(127, 3)["met"] and not bs.protocol(256, 2)["met"]
+    # Defaults meet it; chunks are small enough for every worker to get several (16 responses, 6 workers).
+    assert bs.MIN_REPEATS == 3 and bs.auto_chunk(16, 6) == 4 and bs.auto_chunk(256, 2) == 64
 
 
 def test_workers_encode_gives_the_same_scores(bs, tiny_parts, rubric):
@@ -130,9 +170,15 @@ def test_workers_encode_gives_the_same_scores(bs, tiny_parts, rubric):
     requests = [bs.request_for(it, rubric) for it in items]
     scorer = ExpectedScorer(model, processor, rubric.scale.values)
     kw = dict(share_prefix=True, batch_tokens=4096, batch_size=64)
-    inline = bs._scores_by_key(bs.score_judge(scorer, requests, workers=0, chunk=2, **kw))
-    workers = bs._scores_by_key(bs.score_judge(scorer, requests, workers=1, chunk=2, **kw))
-    assert bs.agreement(inline, workers)["max_abs_diff_expected"] < 1e-5
+    inline = bs._scores_by_key(bs.score_judge(scorer, bs.Encoder(processor, requests, 0, 2), **kw))
+    encoder = bs.Encoder(processor, requests, 1, 2)
+    assert encoder.start() > 0  # the worker runs before any timed pass
+    pids = [w.pid for w in encoder.loader._iterator._workers]  # persistent: kept by the loader
+    first = bs._scores_by_key(bs.score_judge(scorer, encoder, **kw))
+    again = bs._scores_by_key(bs.score_judge(scorer, encoder, **kw))  # a second pass: the same workers
+    assert [w.pid for w in encoder.loader._iterator._workers] == pids and len(pids) == 1
+    assert bs.agreement(inline, first)["max_abs_diff_expected"] < 1e-5
+    assert bs.agreement(first, again)["max_abs_diff_expected"] == 0
     assert len(inline) == 21
 
 
@@ -248,6 +294,7 @@ def test_bench_train_tiny_all_configs(bt, tmp_path):
         "0",
         "--device",
         "cpu",
+        "--allow-dirty",
         "--out",
         str(tmp_path),
     ]
@@ -266,7 +313,8 @@ def test_bench_train_tiny_all_configs(bt, tmp_path):
             "tflops_per_s",
             "mfu",
             "mfu_6n",
-            "peak_memory_gb",
+            "peak_allocated_gib",
+            "peak_reserved_gib",
             "trainable_params",
             "seconds_per_step",
             "loss_first",
@@ -274,7 +322,7 @@ def test_bench_train_tiny_all_configs(bt, tmp_path):
         ):
             assert key in r, (name, key)
         assert r["steps"] == 2 and r["tokens"] > 0 and r["loss_finite"]
-        assert r["mfu"] is None and r["peak_memory_gb"] is None
+        assert r["mfu"] is None and r["peak_allocated_gib"] is None and r["peak_reserved_gib"] is None
         assert r["flops_6n"] > r["flops"] > 0
         assert r["gradient_checkpointing"] == name.endswith("-gc")
         assert r["quantization"] == ("4bit" if name.startswith("qlora") else "none")
@@ -289,7 +337,10 @@ def test_bench_prefix_times_both_sides_through_the_public_api(tmp_path, capsys):
     )
     assert imported and set(imported) == {"judge"}, imported
     bp = _load("bench_prefix")
-    assert bp.main(["--limit", "3", "--repeats", "1", "--threads", "1", "--out", str(tmp_path)]) == 0
+    assert (
+        bp.main(["--limit", "3", "--repeats", "1", "--threads", "1", "--allow-dirty", "--out", str(tmp_path)])
+        == 0
+    )
     out = capsys.readouterr().out
     assert "| shared    |" in out and "| unshared  |" in out and "shared prefix:" in out
     (path,) = tmp_path.glob("bench_prefix_cpu_*.json")

@@ -126,10 +126,7 @@ class ExpectedScorer:
     # ----------------------------------------------------------------- encoding
     def encode(self, request: ScoreRequest) -> Encoded:
         """Tokenise every criterion prompt of ``request``; preprocess its images once."""
-        ids, pixel_values = encode_prompts(
-            self.processor, request.prompts, request.images, request.max_patches, key=request.key
-        )
-        return Encoded(request, ids, pixel_values, _common_prefix_len(ids))
+        return encode_request(self.processor, request)
 
     # ----------------------------------------------------------------- scoring
     @torch.inference_mode()
@@ -210,7 +207,8 @@ class ExpectedScorer:
             return self.model(**inputs, logits_to_keep=1).logits[:, -1, :].float()
         with head.capture() as captured:
             out = self.model(**inputs, logits_to_keep=1)
-        return head.logits(captured[0], out.logits[:, -1, :])
+        with _span("judge.readout_float32"):
+            return head.logits(captured[0], out.logits[:, -1, :])
 
     def _readout(self, logits: torch.Tensor) -> list[tuple[list[float], float]]:
         logp = torch.log_softmax(logits.float(), dim=-1)
@@ -237,14 +235,16 @@ class ExpectedScorer:
         pixel_values = torch.cat(pv).to(self.device, dtype=_float_dtype(self.model)) if pv else None
         input_ids, mask = _left_pad(seqs, self.pad_id)
         input_ids, mask = input_ids.to(self.device), mask.to(self.device)
-        logits = self._forward_logits(
-            input_ids=input_ids,
-            attention_mask=mask,
-            position_ids=_positions(mask),
-            pixel_values=pixel_values,
-            use_cache=False,
-        )
-        reads = iter(self._readout(logits))
+        with _span("judge.unshared_pass"):
+            logits = self._forward_logits(
+                input_ids=input_ids,
+                attention_mask=mask,
+                position_ids=_positions(mask),
+                pixel_values=pixel_values,
+                use_cache=False,
+            )
+        with _span("judge.readout"):
+            reads = iter(self._readout(logits))
         return [[self._make(*next(reads), len(ids)) for ids in e.input_ids] for e in batch]
 
     def _shared(self, batch: Sequence[Encoded]) -> list[list[CriterionScore]]:
@@ -260,15 +260,16 @@ class ExpectedScorer:
         p_ids, p_mask = _left_pad(prefixes, self.pad_id)
         p_ids, p_mask = p_ids.to(self.device), p_mask.to(self.device)
         cache = DynamicCache(config=_text_config(self.model))
-        self.model(
-            input_ids=p_ids,
-            attention_mask=p_mask,
-            position_ids=_positions(p_mask),
-            pixel_values=self._pixels(batch),
-            use_cache=True,
-            logits_to_keep=1,
-            **{self._cache_kw: cache},
-        )
+        with _span("judge.prefix_pass"):
+            self.model(
+                input_ids=p_ids,
+                attention_mask=p_mask,
+                position_ids=_positions(p_mask),
+                pixel_values=self._pixels(batch),
+                use_cache=True,
+                logits_to_keep=1,
+                **{self._cache_kw: cache},
+            )
         # 2. Each criterion's suffix on a copy of its response's cache; suffixes left-padded, so the
         #    padding sits between prefix and suffix, masked, and every last position is real.
         rows, suffixes = [], []
@@ -277,20 +278,23 @@ class ExpectedScorer:
                 rows.append(r)
                 suffixes.append(ids[len(p) :])
         index = torch.tensor(rows, device=self.device)
-        cache.batch_select_indices(index)
+        with _span("judge.kv_copy"):
+            cache.batch_select_indices(index)
         s_ids, s_mask = _left_pad(suffixes, self.pad_id)
         s_ids, s_mask = s_ids.to(self.device), s_mask.to(self.device)
         prefix_lens = p_mask.sum(-1)[index]
         positions = prefix_lens[:, None] + _positions(s_mask)
         mask = torch.cat([p_mask[index], s_mask], dim=1)
-        logits = self._forward_logits(
-            input_ids=s_ids,
-            attention_mask=mask,
-            position_ids=positions,
-            use_cache=True,
-            **{self._cache_kw: cache},
-        )
-        reads = iter(self._readout(logits))
+        with _span("judge.suffix_pass"):
+            logits = self._forward_logits(
+                input_ids=s_ids,
+                attention_mask=mask,
+                position_ids=positions,
+                use_cache=True,
+                **{self._cache_kw: cache},
+            )
+        with _span("judge.readout"):
+            reads = iter(self._readout(logits))
         return [[self._make(*next(reads), len(ids)) for ids in e.input_ids] for e in batch]
 
     # ----------------------------------------------------------------- rationale first
@@ -341,6 +345,14 @@ class ExpectedScorer:
 
 
 # --------------------------------------------------------------------- encoding
+def encode_request(processor, request: ScoreRequest) -> Encoded:
+    """What :meth:`ExpectedScorer.encode` does, with the processor alone (no model: for worker processes)."""
+    ids, pixel_values = encode_prompts(
+        processor, request.prompts, request.images, request.max_patches, key=request.key
+    )
+    return Encoded(request, ids, pixel_values, _common_prefix_len(ids))
+
+
 def render_prompt(processor, messages: list[dict]) -> str:
     """The prompt text up to and including the assistant header (where the score token goes)."""
     return processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
@@ -644,3 +656,9 @@ def _is_dtensor(t: torch.Tensor) -> bool:
     except ImportError:  # pragma: no cover - torch without distributed
         return False
     return isinstance(t, DTensor) or isinstance(getattr(t, "data", None), DTensor)
+
+
+def _span(name: str):
+    """A named range in a ``torch.profiler`` trace (``scripts/bench_score.py --profile``); next to free
+    when no profiler runs."""
+    return torch.profiler.record_function(name)
