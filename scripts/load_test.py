@@ -226,7 +226,7 @@ def server_command(args: argparse.Namespace) -> list[str]:
     cmd += ["--max-batch-tokens", str(args.max_batch_tokens), "--batch-size", str(args.batch_size)]
     cmd += ["--max-wait-ms", f"{args.max_wait_ms:g}", "--max-queue", str(args.max_queue)]
     cmd += ["--max-padding", f"{args.max_padding:g}"]
-    return cmd
+    return cmd + list(getattr(args, "server_args", []))  # a caller's further options (bench_repro.py)
 
 
 def thread_env(threads: int | None) -> dict[str, str]:

@@ -349,3 +349,43 @@ def test_bench_prefix_times_both_sides_through_the_public_api(tmp_path, capsys):
     assert result["speedup"] == pytest.approx(
         result["results"]["unshared"]["seconds_median"] / result["results"]["shared"]["seconds_median"]
     )
+
+
+@pytest.mark.slow
+def test_bench_repro_measures_every_path_and_the_reproducible_mode_is_exact(tmp_path):
+    """bench_repro.py end to end on the CPU (tiny judge in bfloat16, the API, judge-score and a real
+    judge-serve): every comparison is in the JSON per criterion, the reproducible mode's paths and batchings
+    are bit-identical, and its throughput is measured against the default's."""
+    br = _load("bench_repro")
+    argv = ["--dtypes", "bfloat16", "--responses", "5", "--targets", "3", "--repeats", "1", "--threads", "1",
+            "--compare-readout",
+            "--allow-dirty", "--out", str(tmp_path)]  # fmt: skip
+    assert br.main(argv) == 0
+    (path,) = tmp_path.glob("bench_repro_cpu_*.json")
+    d = json.loads(path.read_text())
+    assert d["command"] == "python scripts/bench_repro.py " + " ".join(argv)
+    assert set(d["runs"]) == {"bfloat16/default", "bfloat16/reproducible"}
+    n = d["config"]["scores_measured"]
+    assert n == 21  # 3 responses x 7 criteria
+    for run, r in d["runs"].items():
+        comps = r["comparisons"]
+        assert len([c for c in comps if c.endswith("vs float32 reference")]) >= 6, run
+        for by in comps.values():
+            assert by["all"]["n"] == n and set(by["all"]) == {"n", "p50", "p99", "max", "identical"}
+            assert sum(s["n"] for c, s in by.items() if c != "all") == n
+        if run.endswith("reproducible"):
+            for comp in (
+                "shared, batched vs shared, alone",
+                "judge-score vs shared, alone",
+                "judge-serve vs judge-score",
+            ):
+                assert comps[comp]["all"]["max"] == 0 and comps[comp]["all"]["identical"] == n, (run, comp)
+    # The model's own bf16 read-out is further from float32 than the float32 read-out.
+    bf = d["runs"]["bfloat16/default"]["comparisons"]
+    ours, theirs = (
+        bf["shared, alone vs float32 reference"]["all"],
+        bf["shared, alone, model read-out vs float32 reference"]["all"],
+    )
+    assert ours["p50"] < theirs["p50"]
+    t = d["throughput"]["bfloat16"]
+    assert t["default"]["items_per_s"] > 0 and t["reproducible"]["items_per_s"] > 0
