@@ -6,6 +6,12 @@
 #                                                  InternVL folder, judge-train (rubric6: LoRA, bf16, frozen
 #                                                  vision tower) on the demo annotations, judge-score, judge-report;
 #                                                  then the same with QLoRA (shorter)
+#   bash scripts/device/gpu_figures.sh issue23 OUT issue 23's part B in one call (about 9 minutes on an H100):
+#                                                  reproducibility at the 4B shape (bf16: paths, batchings, the
+#                                                  float32 read-out against the model's own, the reproducible
+#                                                  mode's equality and throughput), bench_score (b, c) at 256
+#                                                  responses with persistent workers and a profile of (c),
+#                                                  LoRA and QLoRA with checkpointing, with and without liger
 # OUT receives one archive, gpu_<phase>.tgz, of the JSON results and every step's log (the device tool
 # returns few files). A machine without network needs the wheels of benchmarks/README.md in .whl/ (or the
 # folder JUDGE_WHEELS names), installed by this script into /tmp/site. Each step is timed and bounded.
@@ -71,6 +77,17 @@ elif [ "$phase" = e2e ]; then
     step score_modes 110 python3 scripts/bench_score.py --shape 4b --responses 32 --mmie-responses 1 --workers 6 --warmup 2 \
       --out "$out/results"
   fi
+elif [ "$phase" = issue23 ]; then
+  # The tree is the carried working copy (clean when the session committed first); --allow-dirty keeps a
+  # figure from being lost to an uncommitted file, and the JSON says so.
+  step repro 210 python3 scripts/bench_repro.py --shape "$shape" --device cuda --dtypes bfloat16 --compare-readout \
+    --responses 64 --targets 32 --allow-dirty --out "$out/results"
+  step score_profile 180 python3 scripts/bench_score.py --shape "$shape" --responses 256 --modes unshared,shared \
+    --workers 6 --profile --allow-dirty --out "$out/results"
+  step train 120 python3 scripts/bench_train.py --shape "$shape" --model-dir /tmp/m4b --configs lora-gc,qlora-gc \
+    --steps 8 --allow-dirty --out "$out/results"
+  step train_liger 90 python3 scripts/bench_train.py --shape "$shape" --model-dir /tmp/m4b --configs lora-gc,qlora-gc \
+    --steps 8 --liger --allow-dirty --out "$out/results"
 else
-  echo "unknown phase $phase (bench or e2e)"; exit 2
+  echo "unknown phase $phase (bench, e2e or issue23)"; exit 2
 fi
