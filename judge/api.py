@@ -7,6 +7,8 @@
     result = score_files(["preds.jsonl"], judge="runs/demo/judge", out="runs/score")   # = judge-score
     run = train_judge("demo", output_dir="runs/mine", train={"epochs": 1})           # = judge-train
     rep = report(human=["test.jsonl"], scores=["trained=runs/score/scores.jsonl"])   # = judge-report
+    pref = judge.compare(item_a, item_b)            # P(A better) + P(tie) / 2 from the two score distributions
+    res = bench_judge("vl-rewardbench", "vl.jsonl", judge="runs/demo/judge")        # = judge-bench
     aud = audit_judge(["test.jsonl"], judge="runs/demo/judge", out="runs/audit")    # = judge-audit
     client = JudgeClient("http://127.0.0.1:8000")     # a running judge-serve: client.score([item, ...])
 
@@ -20,7 +22,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from judge.core.errors import ConfigError
+from judge.core.errors import ConfigError, JudgeError
 from judge.core.rubric import Rubric
 from judge.core.schema import AnnotationRecord, PredictionRecord, ScoreRecord
 from judge.scoring.config import ScoreConfig
@@ -31,6 +33,8 @@ if TYPE_CHECKING:
     from judge.audit import AuditConfig, AuditResult
     from judge.eval.config import ReportConfig
     from judge.eval.report import ReportResult
+    from judge.models.preference import Preference
+    from judge.scoring.bench import BenchConfig, BenchResult
     from judge.scoring.run import ScoreResult
     from judge.train.config import RunConfig
     from judge.train.trainer import TrainResult
@@ -137,6 +141,45 @@ class Judge:
         order = {(r.benchmark, r.model, r.id): i for i, r in enumerate(records)}
         return sorted(out, key=lambda s: order.get((s.benchmark, s.model, s.id), len(order)))
 
+    def compare(
+        self,
+        item_a: PredictionRecord | AnnotationRecord | Mapping[str, Any],
+        item_b: PredictionRecord | AnnotationRecord | Mapping[str, Any],
+        *,
+        criterion: str = "overall",
+        root: str | Path | None = None,
+    ) -> Preference:
+        """How much better response A is than response B on ``criterion``: a
+        :class:`~judge.models.preference.Preference` whose ``p_first_better`` is P(A better) + P(tie) / 2,
+        from the two responses' score distributions (:func:`judge.models.preference.preference`; swapping
+        A and B gives exactly ``1 - p``), with the expected scores and their difference.
+
+        The items are given as to :meth:`score` (usually the same question with two responses); only
+        ``criterion`` is scored. Raises ConfigError when ``criterion`` is not one of an item's family, and
+        JudgeError when a response is unscorable (the error gives its reason)."""
+        from judge.models.preference import preference
+
+        # Each parsed on its own: the two may share an id (two responses to one item, or one item twice).
+        a, b = self._records([item_a], root)[0], self._records([item_b], root)[0]
+        for rec in (a, b):
+            fam = self.rubric.families.get(rec.task)
+            if fam is not None and criterion not in fam.criterion_ids:
+                raise ConfigError(
+                    f"criterion {criterion!r} is not one of family {rec.task} ({', '.join(fam.criterion_ids)})"
+                )
+        if (a.benchmark, a.model, a.id) == (b.benchmark, b.model, b.id):
+            b = b.model_copy(update={"id": f"{b.id}#b"})  # one item twice: keep both scores apart
+        scores = {(s.model, s.id): s for s in self.engine.score_records([a, b], criteria=[criterion])}
+        sa, sb = scores[(a.model, a.id)], scores[(b.model, b.id)]
+        for name, s in (("A", sa), ("B", sb)):
+            if s.score is None or s.distribution is None:
+                raise JudgeError(f"response {name} ({s.id!r}) is unscorable: {s.reason}")
+        assert sa.distribution is not None and sb.distribution is not None
+        assert sa.score is not None and sb.score is not None
+        return preference(
+            sa.distribution, sb.distribution, self.rubric.scale.values, expected=(sa.score, sb.score)
+        )
+
     def _records(self, items, root) -> list[PredictionRecord]:
         return prediction_records(items, self.rubric.name, root)
 
@@ -194,6 +237,24 @@ def audit_judge(config: AuditConfig | list | str | Path | None = None, /, **fiel
     return run_audit(cfg)
 
 
+def bench_judge(
+    config: BenchConfig | str | None = None, data: str | Path | None = None, /, **fields: Any
+) -> BenchResult:
+    """Measure a judge on a judge benchmark as ``judge-bench`` does: a :class:`~judge.scoring.bench.BenchConfig`,
+    or the benchmark's name and data file with the other settings as keywords
+    (``bench_judge("vl-rewardbench", "vl.jsonl", judge="runs/demo/judge")``, or ``judge_outputs=FILE``);
+    returns the typed result (the data of bench.json, and the files written)."""
+    from judge.scoring.bench import BenchConfig, run_bench
+
+    if isinstance(config, str):
+        fields["benchmark"] = config
+        config = None
+    if data is not None:
+        fields["data"] = str(data)
+    cfg = config if config is not None else BenchConfig(**fields)
+    return run_bench(cfg)
+
+
 def _flatten(overrides: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     flat: dict[str, Any] = {}
     for key, value in overrides.items():
@@ -204,4 +265,4 @@ def _flatten(overrides: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return flat
 
 
-__all__ = ["Judge", "audit_judge", "report", "score_files", "train_judge"]
+__all__ = ["Judge", "audit_judge", "bench_judge", "report", "score_files", "train_judge"]

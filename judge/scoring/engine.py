@@ -203,9 +203,14 @@ def judge_criteria(rubric: Rubric, rec: PredictionRecord) -> list[str]:
     return fam.criterion_ids if fam is not None else [OVERALL]
 
 
-def pending_criteria(rubric: Rubric, rec: PredictionRecord, done: Iterable | None = None) -> list[str]:
-    """The criteria of ``rec`` not yet in ``done`` (a set of :func:`~judge.scoring.output.record_key`)."""
+def pending_criteria(
+    rubric: Rubric, rec: PredictionRecord, done: Iterable | None = None, only: Sequence[str] | None = None
+) -> list[str]:
+    """The criteria of ``rec`` not yet in ``done`` (a set of :func:`~judge.scoring.output.record_key`);
+    ``only``: of these criteria alone (default: all of its family's)."""
     crits = judge_criteria(rubric, rec)
+    if only is not None:
+        crits = [c for c in crits if c in only]
     if not done:
         return crits
     base = item_key(rec.benchmark, rec.model, rec.id)
@@ -301,8 +306,10 @@ class JudgeEngine:
             self.producer["quantization"] = spec.quantization
 
     # -- what to score
-    def pending(self, rec: PredictionRecord, done: Iterable | None = None) -> list[str]:
-        return pending_criteria(self.rubric, rec, done)
+    def pending(
+        self, rec: PredictionRecord, done: Iterable | None = None, only: Sequence[str] | None = None
+    ) -> list[str]:
+        return pending_criteria(self.rubric, rec, done, only)
 
     # -- records
     def _record(
@@ -473,16 +480,20 @@ class JudgeEngine:
             yield out
 
     def iter_batches(
-        self, records: Sequence[PredictionRecord], done: Iterable | None = None
+        self,
+        records: Sequence[PredictionRecord],
+        done: Iterable | None = None,
+        criteria: Sequence[str] | None = None,
     ) -> Iterator[Batch]:
-        """Score ``records`` (skipping criteria in ``done``); yields one :class:`Batch` per forward batch.
+        """Score ``records`` (skipping criteria in ``done``; ``criteria``: only these, default all of each
+        record's family); yields one :class:`Batch` per forward batch.
 
         Records are encoded ``chunk_size`` at a time; a chunk's unscorable items come first, then its
         forward batches; each item's records are in one batch, so a batch written is a set of finished
         items.
         """
         done = done if done is not None else set()
-        todo = [(r, crits) for r in records if (crits := self.pending(r, done))]
+        todo = [(r, crits) for r in records if (crits := self.pending(r, done, criteria))]
         for start in range(0, len(todo), self.chunk_size):
             chunk = [self.prepare(r, crits) for r, crits in todo[start : start + self.chunk_size]]
             for group in self.score_prepared(chunk):
@@ -496,6 +507,8 @@ class JudgeEngine:
             for c, s in zip(item.criteria, scores, strict=True)
         ]
 
-    def score_records(self, records: Sequence[PredictionRecord]) -> list[ScoreRecord]:
-        """Every judge record of ``records`` (convenience for tests and library use), in scoring order."""
-        return [r for b in self.iter_batches(records) for r in b.records]
+    def score_records(
+        self, records: Sequence[PredictionRecord], criteria: Sequence[str] | None = None
+    ) -> list[ScoreRecord]:
+        """Every judge record of ``records`` (``criteria``: only these), in scoring order (for tests and library use)."""
+        return [r for b in self.iter_batches(records, criteria=criteria) for r in b.records]
