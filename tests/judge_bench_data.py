@@ -109,6 +109,20 @@ def write_vlrb(folder: Path) -> tuple[Path, list[dict]]:
     return path, outputs
 
 
+def write_vlrb_parquet(folder: Path) -> tuple[Path, list[dict]]:
+    """The same items as the hub's parquet: no image_path, the PNG's bytes in an ``image`` struct column."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    jsonl, outputs = write_vlrb(folder / "jsonl")
+    rows = [json.loads(x) for x in jsonl.read_text().splitlines()]
+    for r in rows:
+        r["image"] = {"bytes": (jsonl.parent / r.pop("image_path")).read_bytes(), "path": None}
+    path = folder / "test-00000-of-00001.parquet"
+    pq.write_table(pa.Table.from_pylist(rows), path)
+    return path, outputs
+
+
 # ----------------------------------------------------------------------------- Multimodal RewardBench
 
 #: (ID, Category, Better, verdict p_first_better or MISSING); the outputs list them in reverse order.

@@ -86,6 +86,16 @@ def test_a_killed_run_resumes_to_the_same_outputs(mmrb_run, tmp_path, capsys):
     assert len(run["history"]) == 2 and run["status"] == "finished"
 
 
+def test_parquet_images_are_written_once_and_scored(tmp_path):
+    path, _ = D.write_vlrb_parquet(tmp_path / "data")
+    out = tmp_path / "out"
+    assert main(["vl-rewardbench", str(path), *TINY, "--out", str(out), "--limit", "4"]) == 0
+    doc = json.loads((out / "bench.json").read_text())
+    assert doc["items"]["scored"] == 4 and len(list((out / "images").iterdir())) == 4
+    assert main(["vl-rewardbench", str(path), *TINY, "--out", str(out), "--limit", "4"]) == 0  # resumes
+    assert len(list((out / "images").iterdir())) == 4
+
+
 def test_score_and_ranking_items_from_the_judge(tmp_path):
     path, _ = D.write_mllm_batch(tmp_path / "batch")
     out = tmp_path / "out"

@@ -94,6 +94,26 @@ def test_vl_rewardbench_strict(tmp_path):
     assert m["Macro Average Acc"] == pytest.approx((100 * 6.5 / 12 + 50 + 100 * 2.5 / 6) / 3)
 
 
+def test_vl_rewardbench_parquet_with_embedded_images(tmp_path):
+    bm = get_judge_benchmark("vl-rewardbench")
+    path, outs = D.write_vlrb_parquet(tmp_path)
+    from judge.benchmarks.judging import write_embedded
+
+    jsonl = bm.read(tmp_path / "jsonl" / "vl_rewardbench.jsonl")
+    written = bm.read(path)
+    assert not any(Path(it.question[0]["image"]).exists() for it in written.items)  # reading writes nothing
+    assert write_embedded(written.items[:3], tmp_path / "images") == 3
+    assert write_embedded(written.items, tmp_path / "images") == len(written.items) - 3
+    for a, c in zip(jsonl.items, written.items, strict=True):
+        assert a.id == c.id and a.responses == c.responses and a.info == c.info
+        assert Path(c.question[0]["image"]).read_bytes() == Path(a.question[0]["image"]).read_bytes()
+    outputs, order = read_judge_outputs(D.write_outputs(tmp_path / "o.jsonl", outs), written)
+    assert (
+        bm.evaluate(written, outputs, order, "official").headline
+        == bm.evaluate(jsonl, outputs, order, "official").headline
+    )
+
+
 def test_vl_rewardbench_prefix_rules():
     from judge.benchmarks.vl_rewardbench import dataset_of
 

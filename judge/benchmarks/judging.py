@@ -31,7 +31,9 @@ missing from the file has no verdict either. Other keys are ignored.
 
 from __future__ import annotations
 
+import hashlib
 import math
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -40,6 +42,7 @@ from typing import Any, ClassVar, Literal, TypeVar
 
 import numpy as np
 
+from judge.core.atomic import atomic_write
 from judge.core.errors import ConfigError, JudgeError, RecordError
 from judge.core.images import resolve_image
 from judge.core.io import InvalidRecordsError, iter_json_records
@@ -89,6 +92,8 @@ class JudgeItem:
     cluster: str
     info: dict[str, Any]
     line: int | None = None
+    #: images embedded in the data file: the placeholder standing for each in ``question`` -> (file name, bytes)
+    embedded: dict[str, tuple[str, bytes]] = field(default_factory=dict)
 
 
 @dataclass
@@ -187,8 +192,9 @@ class JudgeBenchmark(ABC):
     @abstractmethod
     def read(self, path: Path, root: Path | None = None) -> JudgeData:
         """The items of a data file in the benchmark's own format, in file order; image paths resolve from
-        ``root`` (default: where the benchmark's own scripts resolve them). Raises
-        :class:`~judge.core.io.InvalidRecordsError` naming every bad line and field."""
+        ``root`` (default: where the benchmark's own scripts resolve them); images embedded in the file (a
+        parquet release) are kept in :attr:`JudgeItem.embedded` (see :func:`write_embedded`). Nothing is
+        written. Raises :class:`~judge.core.io.InvalidRecordsError` naming every bad line and field."""
 
     @abstractmethod
     def evaluate(
@@ -241,9 +247,13 @@ def get_judge_benchmark(name: str) -> JudgeBenchmark:
 
 
 def read_objects(path: Path) -> tuple[list[tuple[int, dict[str, Any]]], list[RecordError]]:
-    """(line, object) of every record of a JSON / JSON Lines file, and the records that are not objects."""
+    """(line, object) of every record of a JSON / JSON Lines file (or a CSV / parquet table: its rows,
+    numbered from 1), and the records that are not objects."""
+    from judge.benchmarks.common import TABLE_SUFFIXES, iter_rows
+
     rows, errors = [], []
-    for line, obj in iter_json_records(path):
+    records = iter_rows(path) if path.suffix.lower() in TABLE_SUFFIXES else iter_json_records(path)
+    for line, obj in records:
         if isinstance(obj, RecordError):
             errors.append(obj)
         elif not isinstance(obj, dict):
@@ -322,6 +332,44 @@ def image_segment(reader: RowReader, key: str, base: Path, root: Path | None) ->
     except JudgeError as e:
         reader.error(str(e), key)
         return None
+
+
+def embedded_image(reader: RowReader, key: str) -> tuple[dict[str, str], tuple[str, bytes]] | None:
+    """An image embedded in the row (``{"bytes": ..., "path": ...}``, as the Hugging Face datasets library
+    writes an image to parquet): a segment whose ``image`` is a placeholder, and the file name and bytes it
+    stands for (:func:`write_embedded` writes them where the judge opens them)."""
+    value = reader.obj.get(key)
+    data = value.get("bytes") if isinstance(value, dict) else None
+    if not isinstance(value, dict) or not isinstance(data, (bytes, bytearray)) or not data:
+        reader.error("expected an embedded image ({'bytes': ..., 'path': ...}) or an image_path", key)
+        return None
+    rid = reader.record_id or f"row{reader.line}"
+    suffix = Path(str(value.get("path") or "")).suffix.lower()
+    if suffix not in (".png", ".jpg", ".jpeg", ".gif", ".webp", ".bmp"):
+        suffix = ".png" if data[:4] == b"\x89PNG" else ".jpg" if data[:2] == b"\xff\xd8" else ".img"
+    name = (
+        f"{re.sub(r'[^A-Za-z0-9._-]', '_', rid)[:80]}-{hashlib.sha256(rid.encode()).hexdigest()[:8]}{suffix}"
+    )
+    placeholder = f"<image embedded in {reader.path.name}, row {reader.line}>"
+    return {"type": "image", "image": placeholder}, (name, bytes(data))
+
+
+def write_embedded(items: list[JudgeItem], folder: Path) -> int:
+    """Write the embedded images of ``items`` into ``folder`` (each once: an identical file is left alone) and
+    point their segments at the files; returns how many files were written."""
+    written = 0
+    for it in items:
+        for placeholder, (name, data) in it.embedded.items():
+            target = folder / name
+            if not (target.is_file() and target.read_bytes() == data):
+                with atomic_write(target, "wb") as f:
+                    f.write(data)
+                written += 1
+            for seg in it.question:
+                if seg.get("image") == placeholder:
+                    seg["image"] = str(target.resolve())
+        it.embedded = {}
+    return written
 
 
 def text_segment(text: str) -> dict[str, str]:

@@ -1,9 +1,11 @@
 """VL-RewardBench (Li et al., CVPR 2025): 1,250 image-question pairs of responses with a human preference.
 
-Data: ``MMInstruction/VL-RewardBench`` on the Hugging Face hub, as JSON Lines (or a JSON list) with
-``id``, ``query``, ``response`` (two strings), ``image_path`` (relative to the file's folder, or ``root``)
-and ``human_ranking`` (``[0, 1]``: ``response[0]`` is preferred; ``[1, 0]``: ``response[1]``); other
-fields (``query_source``, ``models``, ...) are kept but not needed.
+Data: ``MMInstruction/VL-RewardBench`` on the Hugging Face hub (MIT): its parquet file
+(``data/test-00000-of-00001.parquet``, the image's bytes in an ``image`` column; a judge-bench run writes
+them once to its out folder's ``images/``), or JSON Lines / a JSON list with ``image_path`` (relative to the
+file's folder, or ``root``) instead. Fields: ``id``, ``query``, ``response`` (two strings),
+``human_ranking`` (``[0, 1]``: ``response[0]`` is preferred; ``[1, 0]``: ``response[1]``); the others
+(``query_source``, ``models``, ...) are not needed.
 
 Official metric: ``cal.py`` at the commit in :data:`OFFICIAL` (``distribution`` -> ``classify`` ->
 ``distribution_dataset``), given this judge's verdict as the "Answer N is better" its regex reads, with the
@@ -52,6 +54,7 @@ from judge.benchmarks.judging import (
     OfficialCode,
     RowReader,
     check_first,
+    embedded_image,
     finish_read,
     image_segment,
     pair_verdict,
@@ -115,7 +118,13 @@ class VLRewardBench(JudgeBenchmark):
             rid = r.key("id")
             r.record_id = rid
             query = r.text("query")
-            image = image_segment(r, "image_path", path.parent, root)
+            embedded = {}
+            if "image_path" in obj or isinstance(obj.get("image"), str):
+                image = image_segment(r, "image_path" if "image_path" in obj else "image", path.parent, root)
+            elif (got := embedded_image(r, "image")) is not None:  # the hub's parquet: the image's bytes
+                image, embedded = got[0], {got[0]["image"]: got[1]}
+            else:
+                image = None
             responses = obj.get("response")
             if not (
                 isinstance(responses, list)
@@ -141,6 +150,7 @@ class VLRewardBench(JudgeBenchmark):
                     cluster=rid,
                     info={"human_ranking": ranking, "query_source": obj.get("query_source")},
                     line=line,
+                    embedded=embedded,
                 )
             )
         return finish_read(self.name, path, "pair", "pair", items, errors, "id")

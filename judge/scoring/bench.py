@@ -18,6 +18,7 @@ Out folder (``out``, default ``runs/bench``)::
     run.json             (with a judge) the judge, rubric, data file (sha256), settings, each start
     scores.jsonl         (with a judge) one judge-score record per distinct response
     judge_outputs.jsonl  the per-item verdicts, in the data file's order (``--judge-outputs`` reads it back)
+    images/              (with a judge) the images a parquet data file embeds, written once
     bench.json           official and strict metrics under the benchmark's own names, intervals, counts,
                          every official branch that applied, the official code and commit followed
     bench.md             the same, to read
@@ -51,6 +52,7 @@ from judge.benchmarks.judging import (
     JudgeOutput,
     get_judge_benchmark,
     read_judge_outputs,
+    write_embedded,
 )
 from judge.core.atomic import atomic_write, write_json
 from judge.core.errors import ConfigError, JudgeError
@@ -156,10 +158,10 @@ def run_bench(cfg: BenchConfig) -> BenchResult:
         raise JudgeError(
             f"{data_path}: file not found" if not data_path.exists() else f"{data_path}: is not a file"
         )
+    out = Path(cfg.out)
     data = bm.read(data_path, None if cfg.root is None else Path(cfg.root))
     if cfg.limit is not None:
         data.items = data.items[: cfg.limit]
-    out = Path(cfg.out)
     written = 0
     source: dict[str, Any]
     if cfg.judge_outputs is not None:
@@ -321,8 +323,19 @@ def pick_family(rubric: Rubric, task: str | None, criterion: str) -> str:
 
 
 def _check_images(data: JudgeData, root: str | None) -> None:
-    images = [seg["image"] for it in data.items for seg in it.question if seg.get("type") == "image"]
-    if images and not any(os.path.isfile(p) for p in images):
+    """Refuse a data file none of whose images exists (its image paths start elsewhere: `root`); images the
+    file embeds count as present."""
+    images = [
+        seg["image"]
+        for it in data.items
+        for seg in it.question
+        if seg.get("type") == "image" and seg["image"] not in it.embedded
+    ]
+    if (
+        images
+        and len(images) == sum(seg.get("type") == "image" for it in data.items for seg in it.question)
+        and not any(os.path.isfile(p) for p in images)
+    ):
         where = f"`root` {root}" if root else f"the folder the {data.benchmark} file's image paths start from"
         raise ConfigError(
             f"none of the {len(images)} images of {data.path} exists (the first: {images[0]}); they resolve "
@@ -356,7 +369,6 @@ def _judge_outputs(
     spec = resolve_judge(cfg.judge or "", cfg.rubric, force=cfg.force, quantization=cfg.quantization)
     family = pick_family(spec.rubric, cfg.task, cfg.criterion)
     _check_images(data, cfg.root)
-    records, per_item = response_records(data, family, bm.name)
     run_info = RunInfo(
         identity=spec.identity(),
         inputs=[
@@ -377,6 +389,9 @@ def _judge_outputs(
     )
     run_info.history, run_info.status = [*(prev.history if prev else []), event], "running"
     write_run(out, run_info)
+    # Images embedded in the data file (VL-RewardBench's parquet) are written where the judge opens them.
+    write_embedded(data.items, out / "images")
+    records, per_item = response_records(data, family, bm.name)
     done = store.load_done()
     crit = [cfg.criterion]
     pending = [r for r in records if pending_criteria(spec.rubric, r, done, crit)]
