@@ -410,9 +410,12 @@ def render_markdown(summary: dict[str, Any], *, compact: bool = False) -> str:
                         r["n_unscorable"],
                     ]
                     for r in summary["preferences"]
+                    if not compact or r["metric"] == f"{PREFERENCE}.{OVERALL}"
                 ],
             ),
         ]
+        if compact and any(r["metric"] != f"{PREFERENCE}.{OVERALL}" for r in summary["preferences"]):
+            parts += ["", "(each criterion's preference in summary.md)"]
     if summary.get("unscorable"):
         parts += ["", "## Unscorable", ""]
         parts.append(
