@@ -108,3 +108,25 @@ def test_score_and_ranking_items_from_the_judge(tmp_path):
         assert o["ranking"] == "".join("ABCD"[i] for i in ranked)
     doc = json.loads((out / "bench.json").read_text())
     assert doc["data"]["items"] == 3 and doc["official"]["metrics"]["overall"]["num_samples"] == 3
+    # What it wrote reads back as outputs (a ranking item's verdict key is "ranking").
+    again = tmp_path / "again"
+    assert main(["mllm-as-a-judge", str(path), "--judge-outputs", str(out / "judge_outputs.jsonl"),
+                 "--bootstrap", "20", "--out", str(again)]) == 0  # fmt: skip
+    back = json.loads((again / "bench.json").read_text())
+    assert back["official"]["metrics"] == doc["official"]["metrics"] and back["items"]["total"] == 8
+
+
+def test_score_items_without_a_verdict_read_back(tmp_path):
+    path, _ = D.write_mllm_score(tmp_path / "score")
+    rows = [json.loads(x) for x in path.read_text().splitlines()]
+    (path.parent.parent / rows[0]["image_path"]).unlink()  # score_id 0, 1 and 2 share it: all unscorable
+    out = tmp_path / "out"
+    assert main(["mllm-as-a-judge", str(path), *TINY, "--out", str(out), "--limit", "6"]) == 0
+    outputs = read_jsonl(out / "judge_outputs.jsonl")
+    assert [o["score"] is None for o in outputs] == [True, True, True, False, False, False]
+    assert outputs[0]["reason"].startswith("image:")
+    again = tmp_path / "again"
+    assert main(["mllm-as-a-judge", str(path), "--judge-outputs", str(out / "judge_outputs.jsonl"),
+                 "--bootstrap", "20", "--out", str(again)]) == 0  # fmt: skip
+    # All 26 rows of the file now: the 20 past --limit have no output, 3 are unscorable.
+    assert json.loads((again / "bench.json").read_text())["items"]["unscorable"] == 26 - 3

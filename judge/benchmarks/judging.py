@@ -125,13 +125,14 @@ class JudgeOutput:
     def has_verdict(self) -> bool:
         return self.p_first_better is not None or self.score is not None or self.ranking is not None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, kind: str) -> dict[str, Any]:
+        """The output as a line of an outputs file for an item of ``kind`` (its verdict key always present)."""
         d: dict[str, Any] = {"id": self.id}
-        if self.p_first_better is not None or self.ranking is None and self.score is None:
+        if kind == "pair":
             d["p_first_better"] = self.p_first_better
-        if self.score is not None:
+        elif kind == "score":
             d["score"] = self.score
-        if self.ranking is not None:
+        else:
             d["ranking"] = self.ranking
         d.update(self.extra)
         if self.reason:

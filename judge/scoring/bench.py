@@ -80,8 +80,8 @@ class BenchConfig(Settings):
         json_schema_extra={"flag": None},
     )
     data: PathText = Field(
-        description="its data file in its own format (VL-RewardBench JSONL, Multimodal RewardBench "
-        "all_data.json, MLLM-as-a-Judge score.jsonl / pair.jsonl / batch.jsonl)",
+        description="its data file as published (VL-RewardBench's parquet, or JSONL with image_path; "
+        "Multimodal RewardBench's all_data.json; MLLM-as-a-Judge's score.jsonl, pair.jsonl or batch.jsonl)",
         json_schema_extra={"flag": None},
     )
     judge: PathText | None = Field(
@@ -172,7 +172,7 @@ def run_bench(cfg: BenchConfig) -> BenchResult:
     else:
         outputs, written, source, files = _judge_outputs(cfg, bm, data, out)
         order = [it.id for it in data.items]
-        write_jsonl(out / OUTPUTS, [outputs[it.id].to_dict() for it in data.items])
+        write_jsonl(out / OUTPUTS, [outputs[it.id].to_dict(data.kind) for it in data.items])
         files[OUTPUTS.removesuffix(".jsonl")] = str(out / OUTPUTS)
     result = evaluate(bm, data, outputs, order, resamples=cfg.bootstrap, seed=cfg.seed)
     doc = {
