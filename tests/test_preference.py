@@ -85,6 +85,7 @@ def tiny_judge():
     return Judge.load("tiny", rubric="mmie", device="cpu")
 
 
+@pytest.mark.slow
 def test_judge_compare_is_the_preference_of_its_scores(tiny_judge, small_demo):
     import json
 
