@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (
     BaseModel,
@@ -80,6 +80,17 @@ def normalize_content(value: Any) -> Any:
 
 
 Content = list[Segment]
+
+
+def content_fields(model: type[BaseModel]) -> tuple[str, ...]:
+    """The fields of a record model that hold content, hence may hold image segments, in declaration
+    order: every field whose type mentions :class:`ImageSegment` (``question``, ``response``,
+    ``reference``). Read from the schema, so a content field added later is found without a list to keep."""
+
+    def mentions(tp: Any) -> bool:
+        return tp is ImageSegment or any(mentions(arg) for arg in get_args(tp))
+
+    return tuple(name for name, f in model.model_fields.items() if mentions(f.annotation))
 
 
 def content_images(content: list[TextSegment | ImageSegment] | None) -> list[str]:
