@@ -3,8 +3,10 @@
 Routes: ``POST /v1/score``, ``POST /v1/chat/completions``, ``GET /v1/models``, ``GET /v1/judge``,
 ``GET /health`` (alive), ``GET /ready`` (503 until loaded and warmed up, and again while draining),
 ``GET /metrics`` (Prometheus). With an API key every route but ``/health`` needs ``Authorization:
-Bearer KEY``. Errors are JSON ``{"error": {"message", "type", "code"}}`` (the shape OpenAI clients
-read) with a 4xx status naming the field; an unexpected fault is a 500 whose body carries no traceback.
+Bearer KEY``. Every error, an unknown route or method included, is OpenAI's shape, ``{"error": {"message",
+"type", "param", "code"}}`` with ``code`` a string, and a 4xx status naming the field; a body that is not
+JSON is a 400 and one over the size limit a 413 on every route, chunked or not; an unexpected fault is a
+500 whose body carries no traceback.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from judge.serve.batcher import Batcher, Dropped, QueueFull, Stopped, Ticket
 from judge.serve.metrics import CONTENT_TYPE
@@ -31,6 +34,7 @@ logger = logging.getLogger(__name__)
 
 PUBLIC_ROUTES = {"/health"}
 TIMEOUT_HEADER = "x-request-timeout"
+NOT_JSON = "the request body is not JSON (send a JSON object with Content-Type: application/json)"
 
 
 class ScoreBody(BaseModel):
@@ -50,13 +54,32 @@ class ScoreBody(BaseModel):
         raise ValueError(f'must be "all" or a non-empty list of criterion ids, got {v!r}'[:200])
 
 
-def error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
-    kind = {400: "invalid_request_error", 401: "authentication_error", 404: "not_found_error",
-            413: "request_too_large", 422: "invalid_request_error", 429: "rate_limit_error",
-            503: "service_unavailable", 504: "timeout"}.get(status, "server_error")  # fmt: skip
-    return JSONResponse(
-        {"error": {"message": message, "type": kind, "code": status}}, status, headers=headers
-    )
+#: ``error.type`` and the default ``error.code`` of each status.
+_KINDS = {
+    400: ("invalid_request_error", "invalid_json"),
+    401: ("authentication_error", "invalid_api_key"),
+    404: ("not_found_error", "not_found"),
+    405: ("invalid_request_error", "method_not_allowed"),
+    413: ("invalid_request_error", "request_too_large"),
+    422: ("invalid_request_error", "invalid_request"),
+    429: ("rate_limit_error", "rate_limit_exceeded"),
+    503: ("server_error", "service_unavailable"),
+    504: ("server_error", "timeout"),
+}
+
+
+def error(
+    status: int,
+    message: str,
+    headers: dict[str, str] | None = None,
+    *,
+    param: str | None = None,
+    code: str | None = None,
+) -> JSONResponse:
+    """An error in OpenAI's shape: ``{"error": {"message", "type", "param", "code"}}``, ``code`` a string."""
+    kind, default_code = _KINDS.get(status, ("server_error", "internal_error"))
+    body = {"message": message, "type": kind, "param": param, "code": code or default_code}
+    return JSONResponse({"error": body}, status, headers=headers)
 
 
 def create_app(service: JudgeService, *, load: bool = True) -> FastAPI:
@@ -78,16 +101,38 @@ def create_app(service: JudgeService, *, load: bool = True) -> FastAPI:
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError):
-        problems = []
-        for e in exc.errors()[:10]:
+        errors = exc.errors()
+        # Not JSON at all (an empty body included): the body's syntax, not its fields, is what is wrong.
+        if any(
+            e.get("type") == "json_invalid"
+            or (e.get("type") == "missing" and tuple(e.get("loc", ())) == ("body",))
+            for e in errors
+        ):
+            return error(400, NOT_JSON)
+        problems, params = [], []
+        for e in errors[:10]:
             where = ".".join(str(x) for x in e.get("loc", ()) if x != "body")
             msg = str(e.get("msg", "")).removeprefix("Value error, ")
             problems.append(f"`{where}`: {msg}" if where else msg)
-        return error(422, "; ".join(problems) or "invalid request body")
+            params.append(where)
+        return error(
+            422, "; ".join(problems) or "invalid request body", param=next(filter(None, params), None)
+        )
 
     @app.exception_handler(RequestError)
     async def _refused(request: Request, exc: RequestError):
-        return error(exc.status, str(exc))
+        return error(exc.status, str(exc), param=exc.param, code=exc.code)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException):
+        # Unknown routes and methods, in the same shape as every other error.
+        if exc.status_code == 404:
+            message = f"no route {request.method} {request.url.path}"
+        elif exc.status_code == 405:
+            message = f"{request.method} is not allowed on {request.url.path}"
+        else:
+            message = str(exc.detail)
+        return error(exc.status_code, message, dict(exc.headers or {}) or None)
 
     @app.get("/health")
     async def health():
@@ -164,23 +209,19 @@ def create_app(service: JudgeService, *, load: bool = True) -> FastAPI:
         try:
             body = await request.json()
         except ValueError:
-            return error(400, "the request body is not JSON")
+            return error(400, NOT_JSON)
         if not isinstance(body, dict):
             return error(422, "the request body must be a JSON object")
-        return await run_in_threadpool(complete, service, body)
+        return await run_in_threadpool(complete, service, body, _header_timeout(request))
 
     return app
 
 
-class _BodyTooLarge(Exception):
-    pass
-
-
 class Guard:
     """ASGI middleware in front of every route: the API key, the body size limit (by Content-Length, and
-    by counting a chunked body as it arrives), refusing ``/v1/`` work while draining, the request counter,
-    and a JSON 500 without a traceback for an unexpected fault. Plain ASGI rather than Starlette's
-    ``BaseHTTPMiddleware``, which hides a client's disconnect from the route."""
+    by counting a chunked body as it arrives, on every route), refusing ``/v1/`` work while draining, the
+    request counter, and a JSON 500 without a traceback for an unexpected fault. Plain ASGI rather than
+    Starlette's ``BaseHTTPMiddleware``, which hides a client's disconnect from the route."""
 
     def __init__(self, app, service: JudgeService):
         self.app = app
@@ -201,17 +242,6 @@ class Guard:
                 state["status"], state["started"] = message["status"], True
             await send(message)
 
-        received = 0
-
-        async def receiving():
-            nonlocal received
-            message = await receive()
-            if message["type"] == "http.request":
-                received += len(message.get("body", b""))
-                if received > self.max_body:
-                    raise _BodyTooLarge
-            return message
-
         too_large = (
             f"the request body is over the limit of {self.max_body:,} bytes (--max-body-mb); send fewer or "
             "smaller items"
@@ -220,11 +250,31 @@ class Guard:
             refusal = self._refusal(route, headers, too_large)
             if refusal is not None:
                 await refusal(scope, receive, sending)
-            else:
-                await self.app(scope, receiving, sending)
-        except _BodyTooLarge:
-            if not state["started"]:
-                await error(413, too_large)(scope, receive, sending)
+                return
+            # The whole body is read here, counted as it arrives: a chunked body over the limit is a 413
+            # before any route parses it (a route's parser would turn the interruption into its own 400).
+            chunks, received, more = [], 0, True
+            while more:
+                message = await receive()
+                if message["type"] != "http.request":  # the client went away mid-body: nobody to answer
+                    return
+                chunks.append(message.get("body", b""))
+                received += len(chunks[-1])
+                if received > self.max_body:
+                    await error(413, too_large)(scope, receive, sending)
+                    return
+                more = message.get("more_body", False)
+            body: bytes | None = b"".join(chunks)
+
+            async def replay():
+                # The body once, then the real channel, so a client's disconnect still reaches the route.
+                nonlocal body
+                if body is not None:
+                    message, body = {"type": "http.request", "body": body, "more_body": False}, None
+                    return message
+                return await receive()
+
+            await self.app(scope, replay, sending)
         except Exception:
             logger.exception(f"{scope.get('method')} {route} failed")
             if not state["started"]:
@@ -245,7 +295,7 @@ class Guard:
         try:
             length = int(headers.get("content-length") or 0)
         except ValueError:
-            return error(400, "the Content-Length header is not a number")
+            return error(400, "the Content-Length header is not a number", code="invalid_header")
         if length > self.max_body:
             return error(
                 413, too_large.replace("the request body is", f"the request body is {length:,} bytes,")
@@ -311,7 +361,13 @@ async def _wait(gathered: asyncio.Future, ticket: Ticket, request: Request, batc
     try:
         return gathered.result()
     except Dropped as e:
+        batcher.withdraw(ticket)
         return error(504, str(e))
+    except BaseException:
+        # One unit failed: the request is answered with the error now, so its other units are withdrawn
+        # rather than scored for nobody (after the request's images are gone).
+        batcher.withdraw(ticket)
+        raise
 
 
 def _abandon(gathered: asyncio.Future) -> None:

@@ -41,13 +41,14 @@ import math
 import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
-from judge.core.errors import ConfigError, ImageError, JudgeError
+from judge.core.errors import ConfigError, ImageError, ImageTooLarge, JudgeError
 from judge.core.images import ImageLimits, open_image, resolve_image
 from judge.core.io import parse_records
 from judge.core.rubric import Rubric, load_rubric
@@ -81,6 +82,7 @@ class ChatRequest:
     logprobs: bool = False
     top_logprobs: int = 0
     stop: list[str] = field(default_factory=list)
+    deadline: float = math.inf  #: time.monotonic() past which the request is answered 504
 
 
 @dataclass
@@ -105,14 +107,22 @@ class _Answer:
 # ----------------------------------------------------------------------------- the route
 
 
-def complete(service: JudgeService, body: Mapping[str, Any]) -> dict[str, Any]:
+def complete(service: JudgeService, body: Mapping[str, Any], timeout: float | None = None) -> dict[str, Any]:
     """Answer one ``POST /v1/chat/completions`` body with an OpenAI ``chat.completion`` object (see the
     module doc). Raises :class:`RequestError` for what it refuses (a 4xx naming the field; a 500 for a
-    judge whose score distribution is not finite); runs the model under ``service.model_lock``. The request's decoded images are removed before it returns."""
+    judge whose score distribution is not finite; a 504 past the request's deadline: the server's
+    ``--timeout-s``, shortened by the body's ``timeout`` or else by ``timeout``, the X-Request-Timeout
+    header's seconds). The model runs under ``service.model_lock``, never past the deadline: waiting for
+    the lock and generating both stop there. The request's decoded images are removed before it returns."""
+    own = _optional_number(body, "timeout")
+    if own is not None and not own > 0:
+        raise RequestError(f"`timeout` {own:g} must be a positive number of seconds", param="timeout")
+    deadline = service.deadline(own if own is not None else timeout)
     images = RequestImages()
     opened: list = []
     try:
         req = parse_request(service, body, images)
+        req.deadline = deadline
         for path, where in zip(req.images, req.image_parts, strict=True):
             try:
                 opened.append(open_image(path, service.image_limits))
@@ -157,7 +167,17 @@ def parse_request(service: JudgeService, body: Mapping[str, Any], images: Reques
             f"`messages` carry {len(refs)} images, over the limit of {service.cfg.max_images} (--max-images)",
             status=413,
         )
-    paths = [service.local_image(url, where, images) for where, url in refs]
+    intake = service.intake(images)
+    paths = []
+    for where, url in refs:
+        try:
+            paths.append(intake(url))
+        except ImageError as e:
+            too_large = isinstance(e, ImageTooLarge)
+            raise RequestError(
+                f"{where}: {e}", status=413 if too_large else 422, param=where,
+                code="image_too_large" if too_large else "invalid_image",
+            ) from None  # fmt: skip
     return ChatRequest(
         messages=messages,
         images=paths,
@@ -417,7 +437,7 @@ def _score(service: JudgeService, req: ChatRequest, match: JudgeMatch) -> _Answe
     engine = service.engine
     prepared = engine.prepare(match.record, [match.criterion], key=0)
     if prepared.encoded is not None:
-        with service.model_lock:
+        with _model(service, req):
             for _ in engine.score_prepared([prepared]):
                 pass
     rec: ScoreRecord = prepared.records[0]
@@ -477,17 +497,19 @@ def _generate(service: JudgeService, req: ChatRequest, images: list) -> _Answer:
     eos = gen.eos_token_id if gen.eos_token_id is not None else tok.eos_token_id
     eos_ids = set(eos if isinstance(eos, list) else [eos] if eos is not None else [])
     pad = gen.pad_token_id if gen.pad_token_id is not None else tok.pad_token_id
-    # A fresh config: plain argmax decoding, whatever sampling defaults the model's own config carries.
-    config = GenerationConfig(
-        max_new_tokens=max_new, do_sample=False, num_beams=1, eos_token_id=eos,
-        pad_token_id=pad if pad is not None else next(iter(eos_ids), 0),
-        stop_strings=req.stop or None, return_dict_in_generate=True, output_logits=req.logprobs,
-    )  # fmt: skip
     device = engine.scorer.device
     input_ids = torch.tensor([ids], device=device)
     # No pixel_values key at all without images: transformers runs the vision encoder on any it is given.
     extra = {"pixel_values": pixel_values.to(device, _float_dtype(model))} if pixel_values is not None else {}
-    with service.model_lock, torch.inference_mode():
+    with _model(service, req), torch.inference_mode():
+        # A fresh config: plain argmax decoding, whatever sampling defaults the model's own config carries;
+        # max_time stops it at the request's deadline, so it never holds the model past it.
+        config = GenerationConfig(
+            max_new_tokens=max_new, do_sample=False, num_beams=1, eos_token_id=eos,
+            pad_token_id=pad if pad is not None else next(iter(eos_ids), 0),
+            stop_strings=req.stop or None, return_dict_in_generate=True, output_logits=req.logprobs,
+            max_time=_remaining(req),
+        )  # fmt: skip
         out = model.generate(
             input_ids=input_ids,
             attention_mask=torch.ones_like(input_ids),
@@ -495,6 +517,8 @@ def _generate(service: JudgeService, req: ChatRequest, images: list) -> _Answer:
             tokenizer=tok,  # for stop_strings
             **extra,
         )
+    if time.monotonic() > req.deadline:
+        raise _past_deadline("generating")
     new = out.sequences[0, len(ids) :].tolist()
     text = tok.decode(new, skip_special_tokens=True)
     cuts = [i for i in (text.find(s) for s in req.stop) if i >= 0]
@@ -510,6 +534,33 @@ def _generate(service: JudgeService, req: ChatRequest, images: list) -> _Answer:
             tok, new, out.logits, req.top_logprobs, eos_ids, len(text) if cuts else None
         )
     return _Answer(text, finish, len(ids), len(new), logprobs)
+
+
+@contextmanager
+def _model(service: JudgeService, req: ChatRequest) -> Iterator[None]:
+    """``service.model_lock``, waited for no longer than the request's deadline (then a 504)."""
+    if not service.model_lock.acquire(timeout=_remaining(req)):
+        raise _past_deadline("waiting for the model")
+    try:
+        yield
+    finally:
+        service.model_lock.release()
+
+
+def _remaining(req: ChatRequest) -> float:
+    left = req.deadline - time.monotonic()
+    if left <= 0:
+        raise _past_deadline("waiting")
+    return left
+
+
+def _past_deadline(doing: str) -> RequestError:
+    return RequestError(
+        f"the request passed its deadline while {doing} (raise `timeout` or X-Request-Timeout up to the "
+        "server's --timeout-s, or ask for fewer `max_tokens`)",
+        status=504,
+        code="timeout",
+    )
 
 
 def _encode(processor, messages: list[dict], images: list, budget: int):
