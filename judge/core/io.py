@@ -239,9 +239,11 @@ def from_mmie(obj: dict, kind: Literal["annotation", "prediction"]) -> dict:
         out.setdefault("benchmark", "mmie")
     # MMIE files carry fields of their own (category, field, ...): keep them under meta.
     model = AnnotationRecord if kind == "annotation" else PredictionRecord
-    extra = {k: out.pop(k) for k in list(out) if k not in model.model_fields}
-    if extra:
-        out["meta"] = {**(out.get("meta") or {}), **extra}
+    meta = out.get("meta") or {}
+    if isinstance(meta, dict):  # else the record's error names `meta` (and the extra fields)
+        extra = {k: out.pop(k) for k in list(out) if k not in model.model_fields}
+        if extra:
+            out["meta"] = {**meta, **extra}
     return out
 
 
@@ -321,7 +323,8 @@ def record_format(obj: Any, format: str = "auto") -> RecordFormatSpec:
 def pydantic_errors(e: ValidationError, loc: Location) -> list[RecordError]:
     out = []
     for err in e.errors():
-        fld = ".".join(str(x) for x in err["loc"]) or None
+        # An empty key is a field too: named as '' rather than left unnamed.
+        fld = ".".join(str(x) or "''" for x in err["loc"]) or None
         msg = err["msg"]
         if err["type"] == "missing":
             msg = "required field is missing"

@@ -13,21 +13,25 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import json
 import logging
 import threading
 import time
+from collections.abc import Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse, Response
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from judge.serve.batcher import Batcher, Dropped, QueueFull, Stopped, Ticket
 from judge.serve.metrics import CONTENT_TYPE
+from judge.serve.openapi import ScoreRequest, components, request_body
 from judge.serve.service import JudgeService, RequestError, RequestImages, result_of
 
 logger = logging.getLogger(__name__)
@@ -35,23 +39,6 @@ logger = logging.getLogger(__name__)
 PUBLIC_ROUTES = {"/health"}
 TIMEOUT_HEADER = "x-request-timeout"
 NOT_JSON = "the request body is not JSON (send a JSON object with Content-Type: application/json)"
-
-
-class ScoreBody(BaseModel):
-    """``POST /v1/score``: items in the canonical prediction form (or MMIE's), the criteria, a deadline."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    items: list[Any] = Field(description="items: id, task, question, response, optional reference and model")
-    criteria: str | list[str] = "all"
-    timeout: float | None = Field(None, gt=0, description="seconds; shorter than the server's default only")
-
-    @field_validator("criteria", mode="before")
-    @classmethod
-    def _criteria(cls, v: Any) -> Any:
-        if v == "all" or (isinstance(v, list) and v and all(isinstance(c, str) for c in v)):
-            return v
-        raise ValueError(f'must be "all" or a non-empty list of criterion ids, got {v!r}'[:200])
 
 
 #: ``error.type`` and the default ``error.code`` of each status.
@@ -101,23 +88,7 @@ def create_app(service: JudgeService, *, load: bool = True) -> FastAPI:
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError):
-        errors = exc.errors()
-        # Not JSON at all (an empty body included): the body's syntax, not its fields, is what is wrong.
-        if any(
-            e.get("type") == "json_invalid"
-            or (e.get("type") == "missing" and tuple(e.get("loc", ())) == ("body",))
-            for e in errors
-        ):
-            return error(400, NOT_JSON)
-        problems, params = [], []
-        for e in errors[:10]:
-            where = ".".join(str(x) for x in e.get("loc", ()) if x != "body")
-            msg = str(e.get("msg", "")).removeprefix("Value error, ")
-            problems.append(f"`{where}`: {msg}" if where else msg)
-            params.append(where)
-        return error(
-            422, "; ".join(problems) or "invalid request body", param=next(filter(None, params), None)
-        )
+        return invalid_body(exc.errors())
 
     @app.exception_handler(RequestError)
     async def _refused(request: Request, exc: RequestError):
@@ -170,8 +141,15 @@ def create_app(service: JudgeService, *, load: bool = True) -> FastAPI:
             "ready": service.ready,
         }
 
-    @app.post("/v1/score")
-    async def score(body: ScoreBody, request: Request):
+    @app.post("/v1/score", openapi_extra=request_body("/v1/score"))
+    async def score(request: Request):
+        raw = await _json_body(request)
+        if isinstance(raw, Response):
+            return raw
+        try:
+            body = ScoreRequest.model_validate(raw)
+        except ValidationError as e:
+            return invalid_body(e.errors())
         batcher = _batcher(service)
         timeout = body.timeout if body.timeout is not None else _header_timeout(request)
         images = RequestImages()
@@ -201,18 +179,25 @@ def create_app(service: JudgeService, *, load: bool = True) -> FastAPI:
             },
         }
 
-    @app.post("/v1/chat/completions")
+    @app.post("/v1/chat/completions", openapi_extra=request_body("/v1/chat/completions"))
     async def chat_completions(request: Request):
         from judge.serve.chat import complete
 
         _batcher(service)
-        try:
-            body = await request.json()
-        except ValueError:
-            return error(400, NOT_JSON)
-        if not isinstance(body, dict):
-            return error(422, "the request body must be a JSON object")
+        body = await _json_body(request)
+        if isinstance(body, Response):
+            return body
         return await run_in_threadpool(complete, service, body, _header_timeout(request))
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = get_openapi(title=app.title, version=app.version, routes=app.routes)
+            described = components(service.model_name, list(service.rubric.families))
+            schema.setdefault("components", {}).setdefault("schemas", {}).update(described)
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
 
     return app
 
@@ -306,6 +291,35 @@ class Guard:
 
 
 _ROUTES = {"/health", "/ready", "/metrics", "/v1/models", "/v1/judge", "/v1/score", "/v1/chat/completions"}
+
+
+def invalid_body(errors: Sequence[Any]) -> JSONResponse:
+    """A 422 for a body whose fields pydantic refused, each problem named by its field; a 400 for one that
+    is not JSON at all (an empty body included)."""
+    if any(
+        e.get("type") == "json_invalid"
+        or (e.get("type") == "missing" and tuple(e.get("loc", ())) == ("body",))
+        for e in errors
+    ):
+        return error(400, NOT_JSON)
+    problems, params = [], []
+    for e in errors[:10]:
+        where = ".".join(str(x) for x in e.get("loc", ()) if x != "body")
+        msg = str(e.get("msg", "")).removeprefix("Value error, ")
+        problems.append(f"`{where}`: {msg}" if where else msg)
+        params.append(where)
+    return error(422, "; ".join(problems) or "invalid request body", param=next(filter(None, params), None))
+
+
+async def _json_body(request: Request) -> dict[str, Any] | Response:
+    """The request's JSON object, or the error to answer: 400 if it is not JSON, 422 if not an object."""
+    try:
+        body = json.loads(await request.body())
+    except ValueError:  # UnicodeDecodeError included
+        return error(400, NOT_JSON)
+    if not isinstance(body, dict):
+        return error(422, f"the request body must be a JSON object (got {type(body).__name__})")
+    return body
 
 
 def _load(service: JudgeService) -> None:

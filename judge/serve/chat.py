@@ -225,7 +225,8 @@ def _messages(raw: Any) -> tuple[list[dict], list[tuple[str, str]]]:
         where = f"messages[{i}]"
         if not isinstance(msg, Mapping):
             raise RequestError(f"`{where}` must be an object with `role` and `content`")
-        role = _ROLES.get(msg.get("role"))  # type: ignore[arg-type]
+        raw_role = msg.get("role")
+        role = _ROLES.get(raw_role) if isinstance(raw_role, str) else None
         if role is None:
             raise RequestError(
                 f"`{where}.role` {msg.get('role')!r} is not supported; use system, user or assistant"
