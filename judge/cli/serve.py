@@ -23,6 +23,7 @@ examples:
 
 GROUPS = {
     "judge": ["judge", "rubric", "force", "served_name", "device", "dtype", "quantization"],
+    "chat": ["chat", "sampling"],
     "server": [
         "host",
         "port",

@@ -130,7 +130,19 @@ def create_app(service: JudgeService, *, load: bool = True) -> FastAPI:
 
     @app.get("/v1/models")
     async def models():
-        return {"object": "list", "data": [_model_entry(service)]}
+        return {"object": "list", "data": [_model_entry(service, name) for name in service.served_names]}
+
+    @app.get("/v1/models/{model_id:path}")
+    async def model(model_id: str):
+        if model_id not in service.served_names:
+            served = ", ".join(repr(n) for n in service.served_names)
+            raise RequestError(
+                f"model {model_id!r} is not served here; this server serves {served}",
+                status=404,
+                param="model",
+                code="model_not_found",
+            )
+        return _model_entry(service, model_id)
 
     @app.get("/v1/judge")
     async def judge_info():
@@ -187,7 +199,8 @@ def create_app(service: JudgeService, *, load: bool = True) -> FastAPI:
         body = await _json_body(request)
         if isinstance(body, Response):
             return body
-        return await run_in_threadpool(complete, service, body, _header_timeout(request))
+        reply, headers = await run_in_threadpool(complete, service, body, _header_timeout(request))
+        return JSONResponse(reply, headers=headers)
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
@@ -291,6 +304,7 @@ class Guard:
 
 
 _ROUTES = {"/health", "/ready", "/metrics", "/v1/models", "/v1/judge", "/v1/score", "/v1/chat/completions"}
+# /v1/models/{id} is counted as "other" in the request metric: ids are the client's to choose.
 
 
 def invalid_body(errors: Sequence[Any]) -> JSONResponse:
@@ -391,10 +405,10 @@ def _abandon(gathered: asyncio.Future) -> None:
     gathered.add_done_callback(lambda f: f.cancelled() or f.exception())
 
 
-def _model_entry(service: JudgeService) -> dict[str, Any]:
+def _model_entry(service: JudgeService, name: str) -> dict[str, Any]:
     card = service.spec.card
     return {
-        "id": service.model_name,
+        "id": name,
         "object": "model",
         "created": int(service.loaded_at or time.time()),
         "owned_by": "judge",

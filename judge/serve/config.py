@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import ipaddress
 import os
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from judge.core.errors import ConfigError
 from judge.core.images import DEFAULT_MAX_BYTES, DEFAULT_MAX_PIXELS
@@ -31,10 +31,21 @@ class ServeConfig(Settings):
         None, description="rubric name or YAML path (default: the one the judge card names)"
     )
     force: bool = Field(False, description="serve even when the rubric's hash differs from the judge card's")
-    served_name: str | None = Field(
+    served_name: list[str] | None = Field(
         None,
-        description="the model id /v1/models lists and chat requests name (default: the judge folder's "
-        "name, or the model id as given)",
+        description="the model id(s) /v1/models lists and chat requests may name; repeat it to answer to "
+        "several, e.g. a harness's default model (default: the judge folder's name, or the model id as given)",
+        json_schema_extra={"metavar": "NAME"},
+    )
+    chat: Literal["any", "judge-only"] = Field(
+        "any",
+        description="any: /v1/chat/completions answers the judge's own prompt with its score and any other "
+        "conversation with greedy generation (marked unscored); judge-only: other conversations get a 422",
+    )
+    sampling: Literal["refuse", "greedy"] = Field(
+        "refuse",
+        description="refuse: a chat request asking to sample (temperature above 0, top_p below 1) gets a "
+        "422; greedy: it is accepted and decoded greedily, which the X-Judge-Sampling header says",
     )
     host: str = Field(
         "127.0.0.1",
@@ -127,6 +138,18 @@ class ServeConfig(Settings):
     )
     ray: bool = Field(False, description="serve with Ray Serve replicas (needs the ray extra)")
     replicas: int = Field(1, ge=1, description="Ray Serve replicas, one GPU each when there are GPUs")
+
+    @field_validator("served_name", mode="before")
+    @classmethod
+    def _one_name(cls, v: Any) -> Any:
+        return [v] if isinstance(v, str) else v
+
+    @field_validator("served_name")
+    @classmethod
+    def _names(cls, v: list[str] | None) -> list[str] | None:
+        if v is not None and (not v or not all(name.strip() for name in v)):
+            raise ValueError("a served name must not be empty")
+        return v
 
     @model_validator(mode="after")
     def _consistent(self) -> ServeConfig:

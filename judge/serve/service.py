@@ -207,7 +207,9 @@ class JudgeService:
         self._image_root = Path(cfg.image_root).resolve() if cfg.image_root else None
         if self._image_root is not None and not self._image_root.is_dir():
             raise ConfigError(f"`image_root` {cfg.image_root!r} is not a folder")
-        self.model_name = cfg.served_name or Path(cfg.judge).name or cfg.judge
+        #: the model ids chat requests may name; the first is the one the service calls itself
+        self.served_names: list[str] = list(cfg.served_name or [Path(cfg.judge).name or cfg.judge])
+        self.model_name = self.served_names[0]
 
     # -- lifecycle
     @property
