@@ -23,6 +23,7 @@ _EXPORTS = {
     "AuditConfig": "judge.audit.config",
     "AuditResult": "judge.audit.run",
     "JudgeClient": "judge.scoring.remote",
+    "reward_function": "judge.integrations.trl",
     "judge_chat_messages": "judge.serve.chat",
     "ServeConfig": "judge.serve.config",
     "ScoreConfig": "judge.scoring.config",

@@ -16,7 +16,7 @@ Each call is what the command of the same job does, with the same defaults; erro
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,7 +24,14 @@ from judge.core.errors import ConfigError
 from judge.core.rubric import Rubric
 from judge.core.schema import AnnotationRecord, PredictionRecord, ScoreRecord
 from judge.scoring.config import ScoreConfig
-from judge.scoring.engine import JudgeEngine, JudgeSpec, load_judge_model, resolve_device, resolve_judge
+from judge.scoring.engine import (
+    JudgeEngine,
+    JudgeSpec,
+    load_judge_model,
+    resolve_device,
+    resolve_judge,
+    select_criteria,
+)
 from judge.scoring.inputs import prediction_records
 
 if TYPE_CHECKING:
@@ -123,17 +130,21 @@ class Judge:
         self,
         items: Iterable[PredictionRecord | AnnotationRecord | Mapping[str, Any]],
         *,
+        criteria: str | Sequence[str] = "all",
         root: str | Path | None = None,
     ) -> list[ScoreRecord]:
-        """Score items: one :class:`ScoreRecord` per (item, criterion) of its task family, ``overall`` last.
+        """Score items: one :class:`ScoreRecord` per (item, criterion) of its task family, ``overall`` last
+        (``criteria``: ``"all"``, or the ids to score, e.g. ``"overall"``).
 
         Dicts are validated like the lines of a prediction file (canonical or MMIE form; a dict with
-        human ``scores`` is an annotation; ``benchmark`` defaults to the rubric's name); relative image paths resolve from ``root`` (default: the
-        working directory). Unscorable items come back as records with ``status="unscorable"`` and a
-        ``reason``, never as exceptions. Records are returned in the items' order.
+        human ``scores`` is an annotation; ``benchmark`` defaults to the rubric's name); relative image
+        paths resolve from ``root`` (default: the working directory). Unscorable items come back as records
+        with ``status="unscorable"`` and a ``reason``, never as exceptions. Records are returned in the
+        items' order.
         """
         records = self._records(items, root)
-        out = self.engine.score_records(records)
+        wanted = [select_criteria(self.rubric, r, criteria, i + 1) for i, r in enumerate(records)]
+        out = self.engine.score_records(records, criteria=wanted)
         order = {(r.benchmark, r.model, r.id): i for i, r in enumerate(records)}
         return sorted(out, key=lambda s: order.get((s.benchmark, s.model, s.id), len(order)))
 

@@ -24,6 +24,7 @@ examples:
 GROUPS = {
     "judge": ["judge", "rubric", "force", "served_name", "device", "dtype", "quantization"],
     "chat": ["chat", "sampling"],
+    "reward": ["reward_task", "reward_criterion", "reward_scale", "reward_fallback"],
     "server": [
         "host",
         "port",

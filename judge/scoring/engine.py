@@ -203,6 +203,25 @@ def judge_criteria(rubric: Rubric, rec: PredictionRecord) -> list[str]:
     return fam.criterion_ids if fam is not None else [OVERALL]
 
 
+def select_criteria(
+    rubric: Rubric, rec: PredictionRecord, wanted: str | Sequence[str], position: int
+) -> list[str]:
+    """The criteria of ``rec`` a caller asked for: ``"all"``, one id or a list (in the rubric's order,
+    ``overall`` last); a :class:`ConfigError` naming the item (1-based ``position``) for one its family lacks.
+    An item of an unknown family keeps ``overall`` (its record is unscorable)."""
+    crits = judge_criteria(rubric, rec)
+    if wanted == "all" or rec.task not in rubric.families:
+        return crits
+    wanted = [wanted] if isinstance(wanted, str) else list(wanted)
+    unknown = [c for c in wanted if c not in crits]
+    if unknown:
+        raise ConfigError(
+            f"item {position}: criteria {unknown} are not criteria of task family {rec.task!r} "
+            f"(its criteria: {', '.join(crits)})"
+        )
+    return [c for c in crits if c in wanted]
+
+
 def pending_criteria(rubric: Rubric, rec: PredictionRecord, done: Iterable | None = None) -> list[str]:
     """The criteria of ``rec`` not yet in ``done`` (a set of :func:`~judge.scoring.output.record_key`)."""
     crits = judge_criteria(rubric, rec)
@@ -473,16 +492,25 @@ class JudgeEngine:
             yield out
 
     def iter_batches(
-        self, records: Sequence[PredictionRecord], done: Iterable | None = None
+        self,
+        records: Sequence[PredictionRecord],
+        done: Iterable | None = None,
+        *,
+        criteria: Sequence[Sequence[str]] | None = None,
     ) -> Iterator[Batch]:
-        """Score ``records`` (skipping criteria in ``done``); yields one :class:`Batch` per forward batch.
+        """Score ``records`` (skipping criteria in ``done``; only ``criteria[i]`` of record ``i`` when given);
+        yields one :class:`Batch` per forward batch.
 
         Records are encoded ``chunk_size`` at a time; a chunk's unscorable items come first, then its
         forward batches; each item's records are in one batch, so a batch written is a set of finished
         items.
         """
         done = done if done is not None else set()
-        todo = [(r, crits) for r in records if (crits := self.pending(r, done))]
+        todo = [
+            (r, crits)
+            for i, r in enumerate(records)
+            if (crits := [c for c in self.pending(r, done) if criteria is None or c in criteria[i]])
+        ]
         for start in range(0, len(todo), self.chunk_size):
             chunk = [self.prepare(r, crits) for r, crits in todo[start : start + self.chunk_size]]
             for group in self.score_prepared(chunk):
@@ -496,6 +524,9 @@ class JudgeEngine:
             for c, s in zip(item.criteria, scores, strict=True)
         ]
 
-    def score_records(self, records: Sequence[PredictionRecord]) -> list[ScoreRecord]:
-        """Every judge record of ``records`` (convenience for tests and library use), in scoring order."""
-        return [r for b in self.iter_batches(records) for r in b.records]
+    def score_records(
+        self, records: Sequence[PredictionRecord], criteria: Sequence[Sequence[str]] | None = None
+    ) -> list[ScoreRecord]:
+        """Every judge record of ``records`` (only ``criteria[i]`` of record ``i`` when given), in scoring
+        order."""
+        return [r for b in self.iter_batches(records, criteria=criteria) for r in b.records]

@@ -42,7 +42,14 @@ from judge.core.errors import ConfigError, ImageError, JudgeError
 from judge.core.images import ImageLimits, check_image_file
 from judge.core.rubric import OVERALL, Criterion, Family, OverallSpec, Rubric, Scale, load_rubric
 from judge.core.schema import AnnotationRecord, ImageSegment, PredictionRecord, ScoreRecord
-from judge.scoring.engine import JUDGE_METRIC, Batch, JudgeSpec, judge_criteria, pending_criteria
+from judge.scoring.engine import (
+    JUDGE_METRIC,
+    Batch,
+    JudgeSpec,
+    judge_criteria,
+    pending_criteria,
+    select_criteria,
+)
 from judge.scoring.inputs import prediction_records
 
 logger = logging.getLogger(__name__)
@@ -307,18 +314,7 @@ class JudgeClient:
         return self._batches(todo)
 
     def _criteria(self, rec: PredictionRecord, wanted: str | Sequence[str], i: int) -> list[str]:
-        crits = judge_criteria(self.rubric, rec)
-        if wanted == "all" or rec.task not in self.rubric.families:
-            return crits
-        if isinstance(wanted, str):
-            wanted = [wanted]
-        unknown = [c for c in wanted if c not in crits]
-        if unknown:
-            raise ConfigError(
-                f"item {i + 1}: criteria {unknown} are not criteria of task family {rec.task!r} "
-                f"(its criteria: {', '.join(crits)})"
-            )
-        return [c for c in crits if c in wanted]
+        return select_criteria(self.rubric, rec, wanted, i + 1)
 
     def _batches(self, todo: Sequence[tuple[PredictionRecord, list[str]]]) -> Iterator[Batch]:
         if not todo:

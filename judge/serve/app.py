@@ -19,24 +19,30 @@ import threading
 import time
 from collections.abc import Sequence
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse, Response
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from judge.serve.batcher import Batcher, Dropped, QueueFull, Stopped, Ticket
+from judge.serve.batcher import Batcher, Dropped, QueueFull, Stopped, Ticket, UnitResult
 from judge.serve.metrics import CONTENT_TYPE
 from judge.serve.openapi import ScoreRequest, components, request_body
+from judge.serve.reward import RewardRequest
+from judge.serve.reward import answer as reward_answer
+from judge.serve.reward import prepare as prepare_rewards
 from judge.serve.service import JudgeService, RequestError, RequestImages, result_of
 
 logger = logging.getLogger(__name__)
+B = TypeVar("B", bound=BaseModel)
 
 PUBLIC_ROUTES = {"/health"}
+#: OpenRLHF's remote reward model path, and the same under /v1/.
+REWARD_ROUTES = ("/get_reward", "/v1/reward")
 TIMEOUT_HEADER = "x-request-timeout"
 NOT_JSON = "the request body is not JSON (send a JSON object with Content-Type: application/json)"
 
@@ -153,28 +159,29 @@ def create_app(service: JudgeService, *, load: bool = True) -> FastAPI:
             "ready": service.ready,
         }
 
+    async def scored(units, timeout: float | None, request: Request) -> list[UnitResult] | Response:
+        """The units' results through the batcher, or the error to answer (429, 503, 504, a gone client)."""
+        batcher = _batcher(service)
+        ticket = Ticket(service.deadline(timeout))
+        try:
+            futures = batcher.submit(units, ticket)
+        except QueueFull as e:
+            return error(429, f"busy: {e}; retry later", {"Retry-After": "1"})
+        except Stopped as e:
+            return error(503, str(e), {"Retry-After": "1"})
+        return await _wait(asyncio.gather(*futures), ticket, request, batcher)
+
     @app.post("/v1/score", openapi_extra=request_body("/v1/score"))
     async def score(request: Request):
-        raw = await _json_body(request)
-        if isinstance(raw, Response):
-            return raw
-        try:
-            body = ScoreRequest.model_validate(raw)
-        except ValidationError as e:
-            return invalid_body(e.errors())
-        batcher = _batcher(service)
+        body = await _body(request, ScoreRequest)
+        if isinstance(body, Response):
+            return body
+        _batcher(service)
         timeout = body.timeout if body.timeout is not None else _header_timeout(request)
         images = RequestImages()
         try:
             units = await run_in_threadpool(service.records, body.items, body.criteria, images)
-            ticket = Ticket(service.deadline(timeout))
-            try:
-                futures = batcher.submit(units, ticket)
-            except QueueFull as e:
-                return error(429, f"busy: {e}; retry later", {"Retry-After": "1"})
-            except Stopped as e:
-                return error(503, str(e), {"Retry-After": "1"})
-            answered = await _wait(asyncio.gather(*futures), ticket, request, batcher)
+            answered = await scored(units, timeout, request)
         finally:
             images.cleanup()
         if isinstance(answered, Response):
@@ -190,6 +197,30 @@ def create_app(service: JudgeService, *, load: bool = True) -> FastAPI:
                 "prompt_tokens": sum(r.prompt_tokens for r in answered),
             },
         }
+
+    async def reward(request: Request):
+        """OpenRLHF's remote reward model protocol (see :mod:`judge.serve.reward`)."""
+        body = await _body(request, RewardRequest)
+        if isinstance(body, Response):
+            return body
+        _batcher(service)
+        timeout = body.timeout if body.timeout is not None else _header_timeout(request)
+        files = RequestImages()
+        try:
+            criterion, units = await run_in_threadpool(prepare_rewards, service, body, service.intake(files))
+            todo = [u for u in units if not isinstance(u, str)]
+            answered = await scored(todo, timeout, request) if todo else []
+        finally:
+            files.cleanup()
+        if isinstance(answered, Response):
+            return answered
+        results = iter(answered)
+        settled = [u if isinstance(u, str) else next(results).records[0] for u in units]
+        metrics.items.inc(len(todo))
+        return reward_answer(service, body, criterion, settled)
+
+    for path in REWARD_ROUTES:
+        app.add_api_route(path, reward, methods=["POST"], openapi_extra=request_body(path))
 
     @app.post("/v1/chat/completions", openapi_extra=request_body("/v1/chat/completions"))
     async def chat_completions(request: Request):
@@ -303,7 +334,8 @@ class Guard:
         return None
 
 
-_ROUTES = {"/health", "/ready", "/metrics", "/v1/models", "/v1/judge", "/v1/score", "/v1/chat/completions"}
+_ROUTES = {"/health", "/ready", "/metrics", "/v1/models", "/v1/judge", "/v1/score", "/v1/chat/completions",
+           *REWARD_ROUTES}  # fmt: skip
 # /v1/models/{id} is counted as "other" in the request metric: ids are the client's to choose.
 
 
@@ -323,6 +355,17 @@ def invalid_body(errors: Sequence[Any]) -> JSONResponse:
         problems.append(f"`{where}`: {msg}" if where else msg)
         params.append(where)
     return error(422, "; ".join(problems) or "invalid request body", param=next(filter(None, params), None))
+
+
+async def _body(request: Request, model: type[B]) -> B | Response:
+    """The request's body validated by ``model``, or the error to answer (400, 422 naming the field)."""
+    raw = await _json_body(request)
+    if isinstance(raw, Response):
+        return raw
+    try:
+        return model.model_validate(raw)
+    except ValidationError as e:
+        return invalid_body(e.errors())
 
 
 async def _json_body(request: Request) -> dict[str, Any] | Response:

@@ -47,6 +47,22 @@ class ServeConfig(Settings):
         description="refuse: a chat request asking to sample (temperature above 0, top_p below 1) gets a "
         "422; greedy: it is accepted and decoded greedily, which the X-Judge-Sampling header says",
     )
+    reward_task: str | None = Field(
+        None,
+        description="the task family /get_reward scores queries on when the request does not say (default: "
+        "the rubric's only family)",
+    )
+    reward_criterion: str = Field(
+        "overall", description="the criterion /get_reward scores, unless the request says (default overall)"
+    )
+    reward_scale: Literal["raw", "unit"] = Field(
+        "raw",
+        description="a /get_reward reward: the expected score on the rubric's scale (raw), or scaled to [0, 1] "
+        "(unit)",
+    )
+    reward_fallback: float = Field(
+        0.0, description="the reward of a query that cannot be scored (flagged in extra_logs; default 0)"
+    )
     host: str = Field(
         "127.0.0.1",
         description="address to bind (default 127.0.0.1: this machine only; 0.0.0.0 for all, which needs an "

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.json_schema import SkipJsonSchema
 
 from judge.core.schema import PredictionRecord
+from judge.serve.reward import RewardRequest
 
 
 class MmieSegment(BaseModel):
@@ -110,6 +111,8 @@ class ChatCompletionRequest(BaseModel):
 BODIES: dict[str, type[BaseModel]] = {
     "/v1/score": ScoreRequest,
     "/v1/chat/completions": ChatCompletionRequest,
+    "/get_reward": RewardRequest,
+    "/v1/reward": RewardRequest,
 }
 
 
@@ -128,7 +131,7 @@ def components(served: str | None = None, families: Sequence[str] = ()) -> dict[
     item = _score_item_schema()
     out.update(item.pop("$defs", {}))
     out["ScoreItem"] = item
-    models: list[type[BaseModel]] = [MmieItem, *BODIES.values()]
+    models: list[type[BaseModel]] = [MmieItem, *dict.fromkeys(BODIES.values())]
     for model in models:
         schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
         out.update(schema.pop("$defs", {}))

@@ -204,12 +204,31 @@ class JudgeService:
         self.load_error: str | None = None
         self.draining = False
         self.loaded_at: float | None = None
+        self._check_reward_target()
         self._image_root = Path(cfg.image_root).resolve() if cfg.image_root else None
         if self._image_root is not None and not self._image_root.is_dir():
             raise ConfigError(f"`image_root` {cfg.image_root!r} is not a folder")
         #: the model ids chat requests may name; the first is the one the service calls itself
         self.served_names: list[str] = list(cfg.served_name or [Path(cfg.judge).name or cfg.judge])
         self.model_name = self.served_names[0]
+
+    def _check_reward_target(self) -> None:
+        """`reward_task` and `reward_criterion` name a family of the rubric and one of its criteria."""
+        task, criterion, families = self.cfg.reward_task, self.cfg.reward_criterion, self.rubric.families
+        if task is not None and task not in families:
+            raise ConfigError(
+                f"`reward_task` {task!r} is not a family of rubric {self.rubric.name!r} ({', '.join(families)})"
+            )
+        allowed = (
+            families[task].criterion_ids
+            if task is not None
+            else [c for f in families.values() for c in f.criterion_ids]
+        )
+        if criterion not in allowed:
+            where = f"family {task!r}" if task is not None else f"rubric {self.rubric.name!r}"
+            raise ConfigError(
+                f"`reward_criterion` {criterion!r} is not a criterion of {where} ({', '.join(dict.fromkeys(allowed))})"
+            )
 
     # -- lifecycle
     @property
@@ -350,11 +369,17 @@ class JudgeService:
 
     # -- requests
     def records(
-        self, items: Sequence[Any], criteria: str | Sequence[str], images: RequestImages
+        self,
+        items: Sequence[Any],
+        criteria: str | Sequence[str],
+        images: RequestImages,
+        *,
+        intake: ImageIntake | None = None,
     ) -> list[tuple[PredictionRecord, list[str]]]:
         """Validate a request's items as the loaders validate file records (errors name ``items[i]``
         and the field), each image through :meth:`intake` on the canonical record, whatever form or field
-        carried it, and settle the criteria of each."""
+        carried it, and settle the criteria of each. ``intake``: one shared by several calls for one
+        request (its pixel budget counts them all)."""
         if not isinstance(items, list) or not items:
             raise RequestError("`items` must be a non-empty list of items", param="items")
         if len(items) > self.cfg.max_items:
@@ -368,7 +393,7 @@ class JudgeService:
         try:
             recs = parse_records(
                 items, "prediction", source="items", defaults={"benchmark": self.rubric.name},
-                positions=list(range(len(items))), resolve=self.intake(images),
+                positions=list(range(len(items))), resolve=intake or self.intake(images),
             )  # fmt: skip
         except InvalidRecordsError as e:
             shown = "; ".join(_item_error(x) for x in e.errors[:5])
