@@ -25,7 +25,18 @@ seen: dict[str, Counter] = defaultdict(Counter)
 @pytest.fixture(scope="module")
 def live(tmp_path_factory, request):
     # Small limits keep a generated request cheap (a valid chat request generates at most 4 tokens).
-    args = ["--judge", "tiny", "--rubric", "mmie", "--max-new-tokens", "4", "--max-items", "8"]
+    args = [
+        "--judge",
+        "tiny",
+        "--rubric",
+        "mmie",
+        "--max-new-tokens",
+        "4",
+        "--max-items",
+        "8",
+        "--reward-task",
+        "SA",
+    ]
     with running_server(args, tmp_path_factory.mktemp("log")) as s:
         yield s
     # What the run saw, per route and status, in the test log.
