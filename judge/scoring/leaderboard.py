@@ -57,6 +57,7 @@ import numpy as np
 
 from judge.core.atomic import atomic_write
 from judge.core.rubric import OVERALL
+from judge.core.tables import md_table
 from judge.eval.bootstrap import ClusterBootstrap, percentile_interval, seeded_rng
 
 #: Bootstrap resamples and seed when none are given (``judge-score``'s defaults).
@@ -370,8 +371,6 @@ def _mean_ci(m: dict[str, Any]) -> str:
 
 def board_markdown(board: dict[str, Any], level: float = LEVEL) -> str:
     """One board: the ranked table, then the win-rate matrix (row model against column model)."""
-    from judge.scoring.summary import md_table  # summary imports this module
-
     body = [
         [
             r["rank"],

@@ -31,6 +31,7 @@ from judge.benchmarks import summarize
 from judge.core.atomic import atomic_write, write_json
 from judge.core.rubric import OVERALL
 from judge.core.schema import ScoreRecord
+from judge.core.tables import cell, md_table
 from judge.scoring import leaderboard as lb
 
 JUDGE_SOURCE = "judge toolkit"
@@ -219,22 +220,6 @@ def build_summary(
 # ----------------------------------------------------------------------------- writing
 
 
-def _fmt(v: Any, digits: int = 3) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, float):
-        return f"{v:.{digits}f}"
-    if isinstance(v, dict):
-        return ", ".join(f"{k}: {n}" for k, n in v.items()) or "-"
-    return str(v).replace("|", "\\|")
-
-
-def md_table(headers: list[str], rows: list[list[Any]]) -> str:
-    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join(" --- " for _ in headers) + "|"]
-    lines += ["| " + " | ".join(_fmt(c) for c in row) + " |" for row in rows]
-    return "\n".join(lines)
-
-
 def judge_tables(rows: list[dict[str, Any]]) -> list[str]:
     """Markdown tables of the judge rows: per benchmark and task, a row per model, a column per criterion."""
     out = []
@@ -331,7 +316,7 @@ def render_markdown(summary: dict[str, Any], *, compact: bool = False) -> str:
     c = summary.get("counts") or {}
     parts += [
         "",
-        f"{c.get('records', 0)} score records ({_fmt(c.get('by_metric') or {})}); "
+        f"{c.get('records', 0)} score records ({cell(c.get('by_metric') or {})}); "
         f"{c.get('unscorable', 0)} unscorable.",
     ]
     if summary.get("judge"):
