@@ -33,6 +33,7 @@ from judge.core.rubric import OVERALL
 from judge.core.schema import ScoreRecord
 from judge.core.tables import cell, md_table
 from judge.scoring import leaderboard as lb
+from judge.scoring.labelled import Labels
 
 JUDGE_SOURCE = "judge toolkit"
 CSV_COLUMNS = [
@@ -189,9 +190,11 @@ def build_summary(
     leaderboard_resamples: int = lb.RESAMPLES,
     leaderboard_seed: int = lb.SEED,
     questions: dict[tuple[str, str, str], str] | None = None,
+    labels: Labels | None = None,
 ) -> dict[str, Any]:
     """Everything ``summary.json`` holds; ``leaderboard_*``: the leaderboard's bootstrap resamples and seed;
-    ``questions``: the question of each item whose id is not it (see :func:`judge.scoring.leaderboard.build_leaderboard`)."""
+    ``questions``: the question of each item whose id is not it (see :func:`judge.scoring.leaderboard.build_leaderboard`);
+    ``labels``: human labels of some responses, for the leaderboard's prediction-powered means."""
     by_metric = Counter(r["metric"] for r in records)
     return {
         "run": run,
@@ -209,6 +212,7 @@ def build_summary(
             seed=leaderboard_seed,
             scale=scale,
             question_map=questions,
+            labels=labels,
         ),
         "unscorable": unscorable_table(records),
         "skipped_invalid": skipped_invalid or [],
