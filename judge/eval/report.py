@@ -44,6 +44,7 @@ from judge.core.schema import AnnotationRecord
 from judge.eval.bias import bias_plot
 from judge.eval.config import ReportConfig, ScoreSpec
 from judge.eval.document import Doc
+from judge.eval.heldout import held_out_matches
 from judge.eval.matching import HumanItem, Scorer, human_items, load_score_file, match_scorer, split_by_metric
 from judge.eval.report_agreement import (
     PLOT_STAT,
@@ -59,6 +60,7 @@ from judge.eval.report_agreement import (
 )
 from judge.eval.report_bias import bias_section
 from judge.eval.report_build import SMALL_N, Slice, build_report, make_slices, slice_test
+from judge.eval.report_calibration import calibration_section, mmie_section, ppi_section
 from judge.eval.report_data import ClipSettings, ReportData
 
 logger = logging.getLogger(__name__)
@@ -109,6 +111,8 @@ def run_report(cfg: ReportConfig) -> ReportResult:
         note=cfg.note,
         human_files=[str(h) for h in cfg.human],
         criteria=cfg.criteria,
+        ppi_fraction=cfg.ppi_fraction,
+        ppi_draws=cfg.ppi_draws,
     )
     if cfg.clip_model:
         data.settings.clip = ClipSettings(model=cfg.clip_model, pairing=cfg.clip_pairing)
@@ -231,6 +235,9 @@ def build_document(data: ReportData, plots: dict[str, Path]) -> Doc:
     breakdown_sections(d, data, plots)
     every_statistic_section(d, data)
     paired_section(d, data)
+    mmie_section(d, data)
+    calibration_section(d, data, plots)
+    ppi_section(d, data)
     bias_section(d, data, plots)
     plots_section(d, data, plots)
     d.h(2, "Definitions")
@@ -298,6 +305,21 @@ def make_plots(
         )
         files["calibration"] = P.calibration_plot(
             out / "calibration.png", pairs, scale, pooled_label, colours
+        )
+    reliability: dict[str, tuple[Sequence[float], Sequence[float]]] = {}
+    for sc in scorers:
+        held = held_out_matches(sc)[0]
+        if len(held) >= 2:
+            human = [m.item.value for m in held]
+            reliability[f"{sc.name} raw"] = ([float(m.record.raw_score or 0.0) for m in held], human)
+            reliability[f"{sc.name} calibrated"] = ([float(m.score or 0.0) for m in held], human)
+    if reliability:
+        files["reliability"] = P.calibration_plot(
+            out / "reliability.png",
+            reliability,
+            scale,
+            "held-out items, before and after calibration",
+            P.scorer_colours(list(reliability)),
         )
     if data.bias is not None and data.bias.scorers:
         bias_png = bias_plot(out / "bias.png", data.bias, colours)

@@ -17,7 +17,14 @@ from datetime import datetime, timezone
 from judge.core.rubric import OVERALL, Rubric
 from judge.core.schema import AnnotationRecord
 from judge.eval.bias import bias_warnings, build_bias
-from judge.eval.bootstrap import STATS, ClusterBootstrap, bootstrap_correlations, paired_bootstrap, seeded_rng
+from judge.eval.bootstrap import (
+    STATS,
+    ClusterBootstrap,
+    bootstrap_correlations,
+    bootstrap_scale_stats,
+    paired_bootstrap,
+    seeded_rng,
+)
 from judge.eval.ceiling import human_ceiling
 from judge.eval.matching import HumanItem, Scorer
 from judge.eval.report_data import (
@@ -50,6 +57,18 @@ DEFINITIONS = [
     "matrix and the calibration plot only for scorers on the rubric scale.",
     "Pairwise ranking accuracy: pairs of responses to the same question (same criterion) that humans scored "
     "differently; the share the scorer orders the same way (a scorer tie counts half).",
+    "MMIE's measures: Pearson, cosine similarity of the raw score vectors (not centred; 1 - "
+    "scipy.spatial.distance.cosine), MSE and MAE, with the same resamples' intervals; rubric-scale scorers only.",
+    "Calibration (scorers whose records carry raw_score and interval, i.e. a judge calibrated with "
+    "judge-calibrate): on the human items the calibration was not fitted on, all criteria pooled, MAE and MSE of "
+    "the raw and of the calibrated score, and the share of items whose human score lies within the interval "
+    "(its coverage; the calibration states the level it aims at) with its mean width, each with the same kind "
+    "of interval (questions resampled).",
+    "Prediction-powered inference check (rubric-scale scorers, overall score): each of {draws} random draws labels "
+    "{fraction:.0%} of the responses; per responding model the PPI++ mean (the scorer's scores corrected by its "
+    "error on the labelled responses; ppi-python's estimator) and the human-only mean of the same labels, each "
+    "with a normal 95% interval; reported: the share of the intervals containing the model's mean human score "
+    "over all its responses here, and their mean width.",
     "Human ceiling: each annotator against the mean of the other annotators (leave one annotator out), "
     "averaged over annotators; Krippendorff's alpha (krippendorff package). Scorers are compared with the mean "
     "of all annotators, which is less noisy, so a scorer can exceed this ceiling.",
@@ -153,6 +172,7 @@ def scorer_slice_metrics(
         else {s: {"value": None, "ci": None, "n_valid": 0} for s in STATS}
     )
     n_q = len(set(clusters))
+    scale_stats = bootstrap_scale_stats(pred, hum, clusters, plan) if ok and sc.on_scale else {}
     return ScorerStats.model_validate(
         {
             "n": len(ok),
@@ -163,6 +183,9 @@ def scorer_slice_metrics(
             **corr,
             **{k: pm[k] for k in ("mae", "mse", "qwk", "within1", "pairwise")},
             "small_n": len(ok) < SMALL_N or n_q < SMALL_N,
+            "cosine": scale_stats.get("cosine"),
+            "mse_ci": scale_stats.get("mse"),
+            "mae_ci": scale_stats.get("mae"),
         }
     )
 
@@ -179,10 +202,16 @@ def build_report(
     note: str | None = None,
     human_files: Sequence[str] = (),
     criteria: Sequence[str] | None = None,
+    ppi_fraction: float = 0.2,
+    ppi_draws: int = 200,
 ) -> ReportData:
-    """Everything numeric of a report, as ``report.json`` holds it (see the module docstring)."""
+    """Everything numeric of a report, as ``report.json`` holds it (see the module docstring);
+    ``ppi_fraction`` and ``ppi_draws``: the prediction-powered inference check (:mod:`judge.eval.heldout`)."""
+    from judge.eval.heldout import calibration_checks, ppi_checks
+
     slices, plans = _slice_reports(items, scorers, rubric, n_boot, seed)
     bias = build_bias(records, items, scorers, n_boot=n_boot, seed=seed, small_n=SMALL_N)
+    calibration, cal_warnings = calibration_checks(scorers, n_boot, seed)
     return ReportData(
         title=title,
         note=note,
@@ -201,8 +230,12 @@ def build_report(
         slices=slices,
         paired=_paired_comparisons(slices, scorers, plans),
         bias=bias,
-        warnings=[*_report_warnings(slices, scorers, n_boot), *bias_warnings(bias)],
-        definitions=[d.format(B=n_boot, seed=seed) for d in DEFINITIONS],
+        calibration=calibration,
+        ppi=ppi_checks(scorers, ppi_fraction, ppi_draws, seed),
+        warnings=[*_report_warnings(slices, scorers, n_boot), *bias_warnings(bias), *cal_warnings],
+        definitions=[
+            d.format(B=n_boot, seed=seed, draws=ppi_draws, fraction=ppi_fraction) for d in DEFINITIONS
+        ],
     )
 
 
