@@ -42,11 +42,11 @@ def test_power_tuning_by_hand_and_edge_cases():
     y = np.array([1.0, 3.0, 5.0, 6.0])
     yhat = np.array([2.0, 3.0, 4.0, 6.0])
     yu = np.array([1.0, 2.0, 5.0])
-    theta1 = yu.mean() + (y - yhat).mean()
-    cov = np.mean((y - y.mean()) * (yhat - yhat.mean()))  # ddof 0
+    # lam = cov(y, yhat) / ((1 + n/N) var(all predictions)): ddof 0 over the labelled items, ddof 1 over
+    # all predictions (ppi-python centres both at the plain PPI estimate first, which cancels).
+    cov = np.mean((y - y.mean()) * (yhat - yhat.mean()))
     var = np.var(np.r_[yhat, yu], ddof=1)
     assert power_tuning(y, yhat, yu) == pytest.approx(min(1.0, cov / ((1 + 4 / 3) * var)))
-    assert theta1  # (the centring theta1 cancels in both moments)
     # Constant predictions carry no information: lam 0, the human mean and its interval.
     flat = ppi_mean(y, np.full(4, 3.0), np.full(3, 3.0))
     assert flat.lam == 0.0 and flat.mean == pytest.approx(y.mean()) and flat.ci == classical_mean(y).ci
