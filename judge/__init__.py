@@ -2,7 +2,7 @@
 
 The public API (see :mod:`judge.api`)::
 
-    from judge import Judge, score_files, train_judge, report, audit_judge
+    from judge import Judge, score_files, train_judge, report, audit_judge, calibrate_judge
 
 Names are imported on first use, so ``import judge`` stays cheap (no torch until a judge loads).
 """
@@ -20,6 +20,9 @@ _EXPORTS = {
     "report": "judge.api",
     # Not "audit": that is the judge.audit package (as for train_judge).
     "audit_judge": "judge.api",
+    "calibrate_judge": "judge.api",
+    "CalibrateConfig": "judge.eval.config",
+    "CalibrateResult": "judge.scoring.calibrate",
     "AuditConfig": "judge.audit.config",
     "AuditResult": "judge.audit.run",
     "JudgeClient": "judge.scoring.remote",

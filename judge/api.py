@@ -8,6 +8,7 @@
     run = train_judge("demo", output_dir="runs/mine", train={"epochs": 1})           # = judge-train
     rep = report(human=["test.jsonl"], scores=["trained=runs/score/scores.jsonl"])   # = judge-report
     aud = audit_judge(["test.jsonl"], judge="runs/demo/judge", out="runs/audit")    # = judge-audit
+    cal = calibrate_judge("runs/demo/judge")           # = judge-calibrate (on its validation split)
     client = JudgeClient("http://127.0.0.1:8000")     # a running judge-serve: client.score([item, ...])
 
 Each call is what the command of the same job does, with the same defaults; errors are
@@ -36,8 +37,9 @@ from judge.scoring.inputs import prediction_records
 
 if TYPE_CHECKING:
     from judge.audit import AuditConfig, AuditResult
-    from judge.eval.config import ReportConfig
+    from judge.eval.config import CalibrateConfig, ReportConfig
     from judge.eval.report import ReportResult
+    from judge.scoring.calibrate import CalibrateResult
     from judge.scoring.run import ScoreResult
     from judge.train.config import RunConfig
     from judge.train.trainer import TrainResult
@@ -64,6 +66,7 @@ class Judge:
         quantization: str = "card",
         force: bool = False,
         rationale: bool = False,
+        calibration: bool = True,
         **engine_options: Any,
     ) -> Judge:
         """Load a judge folder (written by ``judge-train``), a model folder or hub id with ``rubric``,
@@ -71,7 +74,9 @@ class Judge:
 
         ``engine_options`` are the scoring settings of :class:`~judge.scoring.config.ScoreConfig`
         (``batch_tokens``, ``batch_size``, ``share_prefix``, ``max_tokens``, ``max_new_tokens``,
-        ``chunk_size``), validated the same way.
+        ``chunk_size``), validated the same way. ``calibration``: apply the calibration the judge card
+        names (``judge-calibrate``): each record's ``score`` is then calibrated, with ``raw_score`` and a
+        conformal ``interval`` beside it; off: the raw read-out.
         """
         known = {"batch_tokens", "batch_size", "share_prefix", "max_tokens", "max_new_tokens", "chunk_size"}
         unknown = sorted(set(engine_options) - known)
@@ -89,9 +94,17 @@ class Judge:
             quantization=quantization,
             force=force,
             rationale=rationale,
+            calibration=calibration,
             **engine_options,
         )
-        spec = resolve_judge(str(source), rubric, force=force, rationale=rationale, quantization=quantization)
+        spec = resolve_judge(
+            str(source),
+            rubric,
+            force=force,
+            rationale=rationale,
+            quantization=quantization,
+            calibration=calibration,
+        )
         model, processor = load_judge_model(spec, device=resolve_device(device), dtype=dtype)
         engine = JudgeEngine(
             model,
@@ -170,16 +183,34 @@ def train_judge(
     resume: bool = False,
     merge: bool = False,
     data_dir: str | Path | None = None,
+    calibrate: bool = False,
     **overrides: Any,
 ) -> TrainResult:
     """Train a judge as ``judge-train`` does, from a :class:`~judge.train.config.RunConfig` or a
     config name/path, with overrides as keywords: ``output_dir="runs/x"``, a section as a dict
-    (``train={"epochs": 1}``) or a dotted key (``**{"train.epochs": 1}``)."""
+    (``train={"epochs": 1}``) or a dotted key (``**{"train.epochs": 1}``). ``calibrate``: then calibrate
+    it on its validation split as :func:`calibrate_judge` does with its defaults."""
     from judge.train import trainer
 
-    return trainer.train_judge(
+    result = trainer.train_judge(
         config, overrides=_flatten(overrides), resume=resume, merge=merge, data_dir=data_dir
     )
+    if calibrate:
+        calibrate_judge(str(result.judge_dir), progress=False)
+    return result
+
+
+def calibrate_judge(config: CalibrateConfig | str | Path | None = None, /, **fields: Any) -> CalibrateResult:
+    """Calibrate a judge as ``judge-calibrate`` does: a :class:`~judge.eval.config.CalibrateConfig`, or its
+    fields as keywords (``calibrate_judge("runs/demo/judge")``: a first positional is ``judge``); see
+    :func:`judge.scoring.calibrate.calibrate_judge`."""
+    from judge.eval.config import CalibrateConfig
+    from judge.scoring.calibrate import calibrate_judge as _calibrate
+
+    if isinstance(config, (str, Path)):
+        fields["judge"] = str(config)
+        config = None
+    return _calibrate(config if config is not None else CalibrateConfig(**fields))
 
 
 def report(config: ReportConfig | None = None, /, **fields: Any) -> ReportResult:
@@ -215,4 +246,12 @@ def _flatten(overrides: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return flat
 
 
-__all__ = ["Judge", "audit_judge", "report", "score_files", "train_judge"]
+__all__ = [
+    "CalibrateResult",
+    "Judge",
+    "audit_judge",
+    "calibrate_judge",
+    "report",
+    "score_files",
+    "train_judge",
+]

@@ -37,8 +37,8 @@ from pydantic import Field
 from judge.core.atomic import atomic_write, write_json
 from judge.core.rubric import OVERALL
 from judge.core.schema import StrictModel
+from judge.core.tables import md_table
 from judge.eval.bootstrap import ClusterBootstrap, percentile_interval, seeded_rng
-from judge.scoring.summary import md_table
 
 #: A score change smaller than this (scale points) counts as neither a fall nor a rise.
 TOL = 1e-3

@@ -40,6 +40,7 @@ GROUPS = {
         "server_concurrency",
         "rubric",
         "force",
+        "calibration",
         "no_judge",
         "rationale",
         "max_new_tokens",
@@ -64,7 +65,7 @@ GROUPS = {
         "overwrite",
         "progress",
     ],
-    "summary": ["leaderboard_resamples", "leaderboard_seed"],
+    "summary": ["labels", "leaderboard_resamples", "leaderboard_seed"],
 }
 
 

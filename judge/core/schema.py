@@ -20,8 +20,10 @@ from pydantic import (
     ConfigDict,
     Field,
     PrivateAttr,
+    SerializerFunctionWrapHandler,
     StrictInt,
     field_validator,
+    model_serializer,
     model_validator,
 )
 
@@ -225,6 +227,16 @@ class ScoreRecord(StrictModel):
         default=None, description="Probability of each scale value, lowest first (judge scores)."
     )
     argmax: int | None = None
+    raw_score: float | None = Field(
+        default=None,
+        description="A calibrated judge score's uncalibrated value (the read-out's expected score); "
+        "producer.calibration names the calibration.",
+    )
+    interval: list[float] | None = Field(
+        default=None,
+        description="[low, high]: the calibrated judge's conformal interval for the human score, at the "
+        "level producer.calibration states.",
+    )
     producer: dict[str, Any] = Field(
         default_factory=dict,
         description="What produced the score: judge checkpoint id and rubric hash, or metric name and version.",
@@ -242,7 +254,21 @@ class ScoreRecord(StrictModel):
             raise ValueError(f"status {self.status!r} but a score is given")
         if self.distribution is not None and abs(sum(self.distribution) - 1.0) > 1e-3:
             raise ValueError(f"distribution sums to {sum(self.distribution):.4f}, not 1")
+        if self.interval is not None:
+            if self.score is None or len(self.interval) != 2 or not self.interval[0] <= self.interval[1]:
+                raise ValueError(
+                    f"interval {self.interval} must be [low, high] with low <= high, beside a score"
+                )
         return self
+
+    @model_serializer(mode="wrap")
+    def _calibration_fields_when_set(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # Only a calibrated judge's records carry raw_score and interval; the others keep their shape.
+        out = handler(self)
+        for key in ("raw_score", "interval"):
+            if out.get(key, 0) is None:
+                del out[key]
+        return out
 
 
 def content_hash(content: Any) -> str:

@@ -39,6 +39,7 @@ from judge.core.rubric import OVERALL, Rubric, load_rubric
 from judge.core.schema import PredictionRecord, ScoreRecord
 from judge.core.template import TargetFormat, build_judge_prompt
 from judge.models import BATCH_TOKENS
+from judge.models.calibration import Calibration, calibrated_fields
 from judge.models.card import JudgeCard
 from judge.scoring.output import RunIdentity, item_key
 
@@ -64,6 +65,8 @@ class JudgeSpec:
     quantization: str | None = None
     #: :func:`judge.models.card.judge_fingerprint` of the weights (what a resume must match)
     fingerprint: str = ""
+    #: the calibration the card names, applied to every score (None: none, or turned off)
+    calibration: Calibration | None = None
 
     @property
     def is_card(self) -> bool:
@@ -78,6 +81,7 @@ class JudgeSpec:
             rubric=self.rubric.name,
             rubric_hash=self.rubric.hash,
             target_format=self.target_format,
+            calibration=self.calibration.fingerprint() if self.calibration is not None else None,
         )
 
 
@@ -88,6 +92,7 @@ def resolve_judge(
     force: bool = False,
     rationale: bool = False,
     quantization: str | None = "card",
+    calibration: bool = True,
 ) -> JudgeSpec:
     """Read the judge's card (if it is a judge folder) and settle the rubric, the prompt format, the
     quantization and the weights' fingerprint.
@@ -96,9 +101,16 @@ def resolve_judge(
     equal the card's unless ``force``. A plain model needs ``rubric``. ``quantization``: ``"card"``
     (default) loads a judge folder's base as it was trained (QLoRA: 4-bit) and a plain model
     unquantized; ``"none"``, ``"4bit"`` or ``"8bit"`` override, with a warning when that differs
-    from the card.
+    from the card. ``calibration``: apply the calibration the card names, if any (off: the raw read-out).
     """
-    from judge.models.card import CARD_NAME, FROM_CARD, card_quantization, judge_fingerprint, read_card
+    from judge.models.card import (
+        CARD_NAME,
+        FROM_CARD,
+        card_calibration,
+        card_quantization,
+        judge_fingerprint,
+        read_card,
+    )
     from judge.models.loading import check_model_source
 
     if quantization not in (FROM_CARD, None, "none", "4bit", "8bit"):
@@ -144,7 +156,8 @@ def resolve_judge(
                 f"scoring with {q or 'none'} instead, so its scores will differ from the card's numbers"
             )
         source = str(folder.resolve())
-        return JudgeSpec(source, rub, fmt, card, forced, q, judge_fingerprint(source))
+        cal = card_calibration(folder, card) if calibration else None
+        return JudgeSpec(source, rub, fmt, card, forced, q, judge_fingerprint(source), cal)
     check_model_source(judge)
     if rubric is None:
         raise ConfigError(
@@ -318,6 +331,8 @@ class JudgeEngine:
             self.producer["rationale"] = True
         if spec.quantization:
             self.producer["quantization"] = spec.quantization
+        if spec.calibration is not None:
+            self.producer["calibration"] = spec.calibration.producer()
 
     # -- what to score
     def pending(self, rec: PredictionRecord, done: Iterable | None = None) -> list[str]:
@@ -363,7 +378,11 @@ class JudgeEngine:
         if cs.rationale is not None:
             details["rationale"] = cs.rationale
         return ScoreRecord(
-            **common, score=cs.expected, distribution=cs.distribution, argmax=cs.argmax, details=details
+            **common,
+            **calibrated_fields(self.spec.calibration, criterion, cs),
+            distribution=cs.distribution,
+            argmax=cs.argmax,
+            details=details,
         )
 
     def _unscorable(self, item: _Item, reason: str, code: str) -> list[ScoreRecord]:

@@ -228,6 +228,8 @@ class JudgeClient:
         }
         if prov.get("quantization"):
             out["quantization"] = prov["quantization"]
+        if prov.get("calibration"):
+            out["calibration"] = prov["calibration"]
         out["server"] = self.url
         return out
 
@@ -497,6 +499,8 @@ class JudgeClient:
                             reason=s.get("reason"),
                             distribution=s.get("distribution"),
                             argmax=s.get("argmax"),
+                            raw_score=s.get("raw_score"),
+                            interval=s.get("interval"),
                             details=s.get("details"),
                             producer=dict(producer),
                         )

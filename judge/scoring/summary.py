@@ -31,7 +31,9 @@ from judge.benchmarks import summarize
 from judge.core.atomic import atomic_write, write_json
 from judge.core.rubric import OVERALL
 from judge.core.schema import ScoreRecord
+from judge.core.tables import cell, md_table
 from judge.scoring import leaderboard as lb
+from judge.scoring.labelled import Labels
 
 JUDGE_SOURCE = "judge toolkit"
 CSV_COLUMNS = [
@@ -188,9 +190,11 @@ def build_summary(
     leaderboard_resamples: int = lb.RESAMPLES,
     leaderboard_seed: int = lb.SEED,
     questions: dict[tuple[str, str, str], str] | None = None,
+    labels: Labels | None = None,
 ) -> dict[str, Any]:
     """Everything ``summary.json`` holds; ``leaderboard_*``: the leaderboard's bootstrap resamples and seed;
-    ``questions``: the question of each item whose id is not it (see :func:`judge.scoring.leaderboard.build_leaderboard`)."""
+    ``questions``: the question of each item whose id is not it (see :func:`judge.scoring.leaderboard.build_leaderboard`);
+    ``labels``: human labels of some responses, for the leaderboard's prediction-powered means."""
     by_metric = Counter(r["metric"] for r in records)
     return {
         "run": run,
@@ -208,6 +212,7 @@ def build_summary(
             seed=leaderboard_seed,
             scale=scale,
             question_map=questions,
+            labels=labels,
         ),
         "unscorable": unscorable_table(records),
         "skipped_invalid": skipped_invalid or [],
@@ -217,22 +222,6 @@ def build_summary(
 
 
 # ----------------------------------------------------------------------------- writing
-
-
-def _fmt(v: Any, digits: int = 3) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, float):
-        return f"{v:.{digits}f}"
-    if isinstance(v, dict):
-        return ", ".join(f"{k}: {n}" for k, n in v.items()) or "-"
-    return str(v).replace("|", "\\|")
-
-
-def md_table(headers: list[str], rows: list[list[Any]]) -> str:
-    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join(" --- " for _ in headers) + "|"]
-    lines += ["| " + " | ".join(_fmt(c) for c in row) + " |" for row in rows]
-    return "\n".join(lines)
 
 
 def judge_tables(rows: list[dict[str, Any]]) -> list[str]:
@@ -331,7 +320,7 @@ def render_markdown(summary: dict[str, Any], *, compact: bool = False) -> str:
     c = summary.get("counts") or {}
     parts += [
         "",
-        f"{c.get('records', 0)} score records ({_fmt(c.get('by_metric') or {})}); "
+        f"{c.get('records', 0)} score records ({cell(c.get('by_metric') or {})}); "
         f"{c.get('unscorable', 0)} unscorable.",
     ]
     if summary.get("judge"):

@@ -327,6 +327,7 @@ class JudgeService:
             "fingerprint": self.spec.fingerprint,
             "target_format": self.spec.target_format,
             "quantization": self.spec.quantization,
+            "calibration": self.spec.calibration.producer() if self.spec.calibration is not None else None,
         }
 
     def limits(self) -> dict[str, Any]:
@@ -451,6 +452,7 @@ def result_of(rec: PredictionRecord, records: list[ScoreRecord]) -> dict[str, An
             "score": r.score,
             "argmax": r.argmax,
             "distribution": r.distribution,
+            **({"raw_score": r.raw_score, "interval": r.interval} if r.interval is not None else {}),
             "status": r.status,
             "reason": r.reason,
             "details": r.details,
