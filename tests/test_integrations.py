@@ -139,9 +139,10 @@ def test_reward_function_over_a_server_gives_v1_scores(server):
 
 def test_verl_loads_compute_score_and_it_gives_v1_scores(server, monkeypatch):
     """verl 0.9.1's own loader (verl.trainer.ppo.reward.get_custom_reward_fn) with the path and name a user
-    puts in ``reward.custom_reward_function`` (``pip install --no-deps -r tests/requirements-clients.txt``)."""
+    puts in ``reward.custom_reward_function`` (installed by ``tests/requirements-clients.txt``)."""
     pytest.importorskip(
-        "verl", reason="verl is not installed (pip install --no-deps -r tests/requirements-clients.txt)"
+        "verl",
+        reason="verl is not installed (pip install --no-deps --target .clients -r tests/requirements-clients.txt)",
     )
     from omegaconf import OmegaConf
     from verl.trainer.ppo.reward import get_custom_reward_fn

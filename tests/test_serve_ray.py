@@ -17,8 +17,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-
-from tests.serving import REPO, running_server, server_env
+from serving import REPO, running_server, server_env
 
 DEMO = REPO / "annotations" / "demo"
 ITEM_IDS = ("sa-000-r0", "pbl-000-r0", "msr-000-r0")  # one per task family, 2 or 3 images each

@@ -80,7 +80,9 @@ def test_openrlhfs_own_client_function(server):
     installs it so): SingleTurnAgentExecutor(remote_rm_url)._fetch_rewards_via_http, as its rollouts call
     it, one query at a time."""
     if importlib.util.find_spec("openrlhf") is None:
-        pytest.skip("openrlhf is not installed (pip install --no-deps -r tests/requirements-clients.txt)")
+        pytest.skip(
+            "openrlhf is not installed (pip install --no-deps --target .clients -r tests/requirements-clients.txt)"
+        )
     from openrlhf.utils.agent import SingleTurnAgentExecutor
 
     executor = SingleTurnAgentExecutor(server.url + "/get_reward")
