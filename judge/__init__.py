@@ -28,6 +28,7 @@ _EXPORTS = {
     "JudgeClient": "judge.scoring.remote",
     "reward_function": "judge.integrations.trl",
     "judge_chat_messages": "judge.serve.chat",
+    "score_from_logprobs": "judge.serve.chat",
     "ServeConfig": "judge.serve.config",
     "ScoreConfig": "judge.scoring.config",
     "ScoreResult": "judge.scoring.run",

@@ -791,6 +791,27 @@ def judge_chat_messages(
     return [{"role": "user", "content": content}]
 
 
+def score_from_logprobs(top_logprobs: Sequence[Any], scale: Sequence[int] = tuple(range(7))) -> float | None:
+    """The judge's expected score from an OpenAI-style reply's ``top_logprobs`` of its one score token: the
+    scale values' probabilities, renormalised, weighting the values (what ``/v1/score`` computes from the
+    same distribution). Entries are objects with ``token`` and ``logprob`` (the openai, litellm and
+    inspect-ai types) or such dicts. ``None`` when no scale value is among them; ask for ``top_logprobs``
+    of at least the scale's size (7 for 0-6) to get all of them."""
+    probs: dict[int, float] = {}
+    for entry in top_logprobs:
+        token = entry.get("token") if isinstance(entry, Mapping) else getattr(entry, "token", None)
+        logprob = entry.get("logprob") if isinstance(entry, Mapping) else getattr(entry, "logprob", None)
+        if (
+            isinstance(token, str)
+            and token.strip().lstrip("-").isdigit()
+            and int(token) in scale
+            and logprob is not None
+        ):
+            probs[int(token)] = probs.get(int(token), 0.0) + math.exp(float(logprob))
+    mass = sum(probs.values())
+    return sum(v * p for v, p in probs.items()) / mass if mass > 0 else None
+
+
 def _prediction(rubric: Rubric, item: Any, root: str | Path | None) -> PredictionRecord:
     if isinstance(item, Mapping):
         (item,) = parse_records([item], "auto", root=root, source="item", defaults={"benchmark": rubric.name})
@@ -828,4 +849,5 @@ __all__ = [
     "judge_chat_messages",
     "match_judge_prompt",
     "parse_request",
+    "score_from_logprobs",
 ]
