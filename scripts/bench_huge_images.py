@@ -83,20 +83,13 @@ def memory(pid: int) -> dict[str, float]:
     return fields
 
 
+TINY = ("--judge", "tiny", "--rubric", "mmie")
+
+
 @contextmanager
-def server(args: list[str], log: Path):
-    cmd = [
-        sys.executable,
-        "-m",
-        "judge.cli.serve",
-        "--judge",
-        "tiny",
-        "--rubric",
-        "mmie",
-        "--port",
-        "0",
-        *args,
-    ]
+def server(args: list[str], log: Path, base: tuple[str, ...] = TINY):
+    """A judge-serve (``base`` + ``args``, a free port); yields its URL and process once it is ready."""
+    cmd = [sys.executable, "-m", "judge.cli.serve", *base, "--port", "0", *args]
     env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"), "HF_HUB_OFFLINE": "1"}
     with open(log, "wb") as out:
         proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT)
