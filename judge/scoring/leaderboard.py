@@ -490,7 +490,7 @@ def _rank_range(r: list[int] | None) -> str:
     return str(r[0]) if r[0] == r[1] else f"{r[0]}-{r[1]}"
 
 
-def _title(board: dict[str, Any]) -> str:
+def board_title(board: dict[str, Any]) -> str:
     group = board["group"]
     return f"{board['benchmark']}, " + ("all tasks" if group == "all" else f"task {group}")
 
@@ -502,9 +502,10 @@ def _mean_ci(m: dict[str, Any]) -> str:
     return _num(m["mean"]) + (f" [{_num(ci[0])}, {_num(ci[1])}]" if ci else "")
 
 
-def board_markdown(board: dict[str, Any], level: float = LEVEL) -> str:
-    """One board: the ranked table, then the win-rate matrix (row model against column model)."""
-    ppi = board.get("ranked_by") == "ppi"
+def board_table(board: dict[str, Any], level: float = LEVEL) -> tuple[list[str], list[list[Any]]]:
+    """One board's ranked table, its header and rows: rank, model, the judge-only mean (then the human-only
+    and PPI means when labels were given), rank range, n, unscorable. ``summary.md`` and the console show
+    it."""
     labelled = any("ppi" in r for r in board["models"])
     body = []
     for r in board["models"]:
@@ -516,15 +517,22 @@ def board_markdown(board: dict[str, Any], level: float = LEVEL) -> str:
                 _mean_ci(est) if est else "-",
             ]
         body.append([*row, _rank_range(r["rank_ci"]), r["n"], r["n_unscorable"]])
-    head = f"### {_title(board)}\n\n"
+    means = [f"judge-only mean [{level:.0%} CI]"]
+    if labelled:
+        means += [f"human-only [{level:.0%} CI] (labelled)", f"PPI [{level:.0%} CI]"]
+    return ["rank", "model", *means, "rank range", "n", "unscorable"], body
+
+
+def board_markdown(board: dict[str, Any], level: float = LEVEL) -> str:
+    """One board: the ranked table, then the win-rate matrix (row model against column model)."""
+    ppi = board.get("ranked_by") == "ppi"
+    labelled = any("ppi" in r for r in board["models"])
+    head = f"### {board_title(board)}\n\n"
     if board["basis"] != "overall":
         head += "Ranked on the per-question mean of the scored criteria (no `overall` scores here).\n\n"
     if labelled and not ppi:
         head += "Too few labelled questions for a prediction-powered mean: ranked by the judge.\n\n"
-    means = [f"judge-only mean [{level:.0%} CI]"]
-    if labelled:
-        means += [f"human-only [{level:.0%} CI] (labelled)", f"PPI [{level:.0%} CI]"]
-    parts = [head + md_table(["rank", "model", *means, "rank range", "n", "unscorable"], body)]
+    parts = [head + md_table(*board_table(board, level))]
     if board["win_rates"]:
         models = [r["model"] for r in board["models"] if r["rank"] is not None]
         cell = {(w["model"], w["opponent"]): w for w in board["win_rates"]}
@@ -596,7 +604,7 @@ def leaderboard_markdown(lb: dict[str, Any], *, compact: bool = False) -> list[s
         parts += [
             "",
             "No scored judge records, not ranked: "
-            + ", ".join(f"{_title(s)} ({s['n_unscorable']} unscorable)" for s in skipped)
+            + ", ".join(f"{board_title(s)} ({s['n_unscorable']} unscorable)" for s in skipped)
             + ".",
         ]
     return parts
@@ -715,7 +723,7 @@ def leaderboard_plot(path: str | Path, lb: dict[str, Any]) -> Path:
         ax.set_ylim(len(ranked) - 0.5, -0.5)  # best on top
         if scale:
             ax.set_xlim(scale[0], scale[1])
-        ax.set_title(_title(b), fontsize=10)
+        ax.set_title(board_title(b), fontsize=10)
         what = "mean judge score" if b["basis"] == "overall" else "mean of the criteria"
         ax.set_xlabel(what + (" (filled: PPI, hollow: judge only)" if ppi else ""), fontsize=8)
         ax.grid(axis="x", alpha=0.3)

@@ -31,7 +31,7 @@ from judge.benchmarks import summarize
 from judge.core.atomic import atomic_write, write_json
 from judge.core.rubric import OVERALL
 from judge.core.schema import ScoreRecord
-from judge.core.tables import cell, md_table
+from judge.core.tables import cell, md_table, text_table
 from judge.scoring import leaderboard as lb
 from judge.scoring.labelled import Labels
 
@@ -392,6 +392,49 @@ def render_markdown(summary: dict[str, Any], *, compact: bool = False) -> str:
         if len(shown) < len(skipped):
             parts.append(f"- ... and {len(skipped) - len(shown)} more (summary.json)")
     return "\n".join(parts) + "\n"
+
+
+def render_console(summary: dict[str, Any]) -> str:
+    """What ``judge-score`` prints at the end, as plain text: one line of counts, the leaderboard of all
+    tasks of each benchmark, the rule-based metrics at their overall level, and where the rest is
+    (``summary.md`` holds every table)."""
+    run = summary.get("run") or {}
+    ident = run.get("identity") or {}
+    c = summary.get("counts") or {}
+    who = f"judge {ident['judge']}, rubric {ident.get('rubric')}" if ident.get("judge") else "no judge"
+    parts = [
+        f"{who}: {run.get('items', '?')} items, {c.get('records', 0)} score records "
+        f"({cell(c.get('by_metric') or {})}), {c.get('unscorable', 0)} unscorable"
+    ]
+    for board in (summary.get("leaderboard") or {}).get("boards") or []:
+        if board["group"] == "all":
+            header, rows = lb.board_table(board)
+            parts += [
+                "",
+                f"leaderboard, {lb.board_title(board)}:",
+                text_table(header, [[cell(x) for x in r] for r in rows]),
+            ]
+    overall = [r for r in summary.get("metrics") or [] if r["level"] == "overall" and r["mode"] != "judge"]
+    if overall:
+        rows = [
+            [r["benchmark"], r["model"], r["mode"], r["metric"], cell(r["value"]), str(r["n"])]
+            for r in overall
+        ]
+        parts += [
+            "",
+            "rule-based metrics, overall:",
+            text_table(["benchmark", "model", "mode", "metric", "value", "n"], rows),
+        ]
+    skipped = summary.get("skipped_invalid") or []
+    if skipped:
+        parts += ["", f"{len(skipped)} invalid records skipped (listed in summary.md)"]
+    ns = summary.get("not_scored") or {}
+    if ns.get("needs_judge"):
+        parts += [
+            "",
+            f"not scored: {ns['needs_judge']} items need the learned judge (run without --no-judge)",
+        ]
+    return "\n".join(parts)
 
 
 def write_summary(out_dir: str | Path, summary: dict[str, Any]) -> dict[str, str]:
