@@ -1,17 +1,22 @@
 """The public Python API, on one screen.
 
-    from judge import Judge, score_files, train_judge, report
+    from judge import Judge, score_files, train_judge, calibrate_judge, report, audit_judge
 
-    judge = Judge.load("runs/demo/judge")           # a judge folder, or Judge.load("tiny", rubric="mmie")
-    records = judge.score([item, ...])              # dicts or records in, typed ScoreRecords out
+    scorer = Judge.load("runs/demo/judge")            # a judge folder, or Judge.load("tiny", rubric="mmie")
+    results = scorer.score([item, ...])             # dicts or records in: one ItemScores per item
+    records = scorer.score_records([item, ...])     # the same as flat ScoreRecords (what judge-score writes)
     result = score_files(["preds.jsonl"], judge="runs/demo/judge", out="runs/score")   # = judge-score
     run = train_judge("demo", output_dir="runs/mine", train={"epochs": 1})           # = judge-train
+    cal = calibrate_judge("runs/demo/judge")           # = judge-calibrate (on its validation split)
     rep = report(human=["test.jsonl"], scores=["trained=runs/score/scores.jsonl"])   # = judge-report
     aud = audit_judge(["test.jsonl"], judge="runs/demo/judge", out="runs/audit")    # = judge-audit
-    cal = calibrate_judge("runs/demo/judge")           # = judge-calibrate (on its validation split)
     client = JudgeClient("http://127.0.0.1:8000")     # a running judge-serve: client.score([item, ...])
 
-Each call is what the command of the same job does, with the same defaults; errors are
+One style for every job: ``job(config, /, **fields)``, where ``config`` is the command's config object
+(``ScoreConfig``, ``RunConfig``, ``CalibrateConfig``, ``ReportConfig``, ``AuditConfig``) or what the command
+takes first (input files; a config name or path; a judge folder), ``fields`` are the config's fields (for
+``train_judge``, overrides of the loaded config and the run options), and the result is typed. Each call is
+what the command of the same job does, with the same defaults; errors are
 :class:`~judge.core.errors.JudgeError` subclasses whose messages name fields, not flags.
 """
 
@@ -23,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from judge.core.errors import ConfigError
 from judge.core.rubric import Rubric
-from judge.core.schema import AnnotationRecord, PredictionRecord, ScoreRecord
+from judge.core.schema import AnnotationRecord, ItemScores, PredictionRecord, ScoreRecord, item_scores
 from judge.scoring.config import ScoreConfig
 from judge.scoring.engine import (
     JudgeEngine,
@@ -145,17 +150,32 @@ class Judge:
         *,
         criteria: str | Sequence[str] = "all",
         root: str | Path | None = None,
-    ) -> list[ScoreRecord]:
-        """Score items: one :class:`ScoreRecord` per (item, criterion) of its task family, ``overall`` last
-        (``criteria``: ``"all"``, or the ids to score, e.g. ``"overall"``).
+    ) -> list[ItemScores]:
+        """Score items: one :class:`~judge.core.schema.ItemScores` per item, in the items' order, holding
+        the :class:`ScoreRecord` of each criterion of its task family (``overall`` last; ``criteria``:
+        ``"all"``, or the ids to score, e.g. ``"overall"``). ``result.score`` is the overall score,
+        ``result["text_quality"]`` a criterion's record; :meth:`score_records` gives the flat list.
 
         Dicts are validated like the lines of a prediction file (canonical or MMIE form; a dict with
         human ``scores`` is an annotation; ``benchmark`` defaults to the rubric's name); relative image
-        paths resolve from ``root`` (default: the working directory). Unscorable items come back as records
-        with ``status="unscorable"`` and a ``reason``, never as exceptions. Records are returned in the
-        items' order.
+        paths resolve from ``root`` (default: the working directory). Unscorable items come back as
+        records with ``status="unscorable"`` and a ``reason``, never as exceptions.
         """
         records = self._records(items, root)
+        return item_scores(records, self._score(records, criteria))
+
+    def score_records(
+        self,
+        items: Iterable[PredictionRecord | AnnotationRecord | Mapping[str, Any]],
+        *,
+        criteria: str | Sequence[str] = "all",
+        root: str | Path | None = None,
+    ) -> list[ScoreRecord]:
+        """:meth:`score`'s records as one flat list (one per item and criterion, in the items' order), the
+        records ``judge-score`` writes to ``scores.jsonl``."""
+        return self._score(self._records(items, root), criteria)
+
+    def _score(self, records: list[PredictionRecord], criteria: str | Sequence[str]) -> list[ScoreRecord]:
         wanted = [select_criteria(self.rubric, r, criteria, i + 1) for i, r in enumerate(records)]
         out = self.engine.score_records(records, criteria=wanted)
         order = {(r.benchmark, r.model, r.id): i for i, r in enumerate(records)}
@@ -179,6 +199,7 @@ def score_files(config: ScoreConfig | None = None, /, **fields: Any) -> ScoreRes
 
 def train_judge(
     config: RunConfig | str | Path,
+    /,
     *,
     resume: bool = False,
     merge: bool = False,

@@ -108,8 +108,10 @@ def test_judge_score_applies_it_in_memory_too(judge_dir, calibrated, small_demo)
     from judge.core.io import load_annotations
 
     items = load_annotations(small_demo, check_images=False).records[:3]
-    cal = Judge.load(str(judge_dir), device="cpu").score(items, root=small_demo.parent)
-    raw = Judge.load(str(judge_dir), device="cpu", calibration=False).score(items, root=small_demo.parent)
+    cal = Judge.load(str(judge_dir), device="cpu").score_records(items, root=small_demo.parent)
+    raw = Judge.load(str(judge_dir), device="cpu", calibration=False).score_records(
+        items, root=small_demo.parent
+    )
     assert len(cal) == len(raw) == 21
     for c, r in zip(cal, raw, strict=True):
         assert c.raw_score == pytest.approx(r.score, abs=1e-5) and r.raw_score is None and r.interval is None

@@ -93,7 +93,7 @@ def test_grpo_trainer_logs_the_judges_scores_as_rewards(judge, server, tmp_path,
             for i, (p, c) in enumerate(zip(prompts, completions, strict=True))
         ]
         want = (
-            [r.score for r in judge.score(items, criteria="overall")]
+            [x.score for x in judge.score(items, criteria="overall")]
             if where == "local"
             else v1_scores(server, items)
         )
@@ -123,7 +123,7 @@ def test_conversational_prompts_with_images_and_unit_scale(judge, tmp_path):
     (got,) = reward(prompts, completions, images=[[pil]], reference=["4"])
     item = {"id": "x", "task": "MSR", "question": [{"type": "image", "image": "q.png"}, {"type": "text", "text": "How many squares?"}],
             "response": "There are 4 squares.", "reference": "4"}  # fmt: skip
-    (want,) = judge.score([item], criteria="final_answer_accuracy", root=tmp_path)
+    (want,) = judge.score_records([item], criteria="final_answer_accuracy", root=tmp_path)
     assert got == pytest.approx(want.score / 6, abs=1e-4)
 
 

@@ -109,7 +109,7 @@ def test_a_request_over_its_pixel_budget_is_refused(tmp_path):
         # judge-score --server and JudgeClient size their requests to the budget: every item is scored
         # (an item alone over it is unscorable, named), with no 413.
         with JudgeClient(s.url) as client:
-            got = client.score(items, criteria=["overall"], root=DEMO)
+            got = client.score_records(items, criteria=["overall"], root=DEMO)
         by_id = {r.id: r for r in got}
         for x in items:
             rec = by_id[x["id"]]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (
@@ -269,6 +270,53 @@ class ScoreRecord(StrictModel):
             if out.get(key, 0) is None:
                 del out[key]
         return out
+
+
+class ItemScores(BaseModel):
+    """One item's scores, as :meth:`judge.Judge.score` returns them: the record of each criterion scored,
+    in the rubric's order (``overall`` last). ``item["text_quality"]`` is a criterion's
+    :class:`ScoreRecord`; :attr:`score` the ``overall`` expected score; :attr:`records` the flat list."""
+
+    id: str
+    task: str
+    model: str = "unknown"
+    benchmark: str
+    criteria: dict[str, ScoreRecord] = Field(default_factory=dict)
+
+    def __getitem__(self, criterion: str) -> ScoreRecord:
+        return self.criteria[criterion]
+
+    @property
+    def records(self) -> list[ScoreRecord]:
+        return list(self.criteria.values())
+
+    @property
+    def score(self) -> float | None:
+        """The expected ``overall`` score (calibrated where the judge carries a calibration), or None."""
+        rec = self.criteria.get("overall")
+        return rec.score if rec is not None else None
+
+    @property
+    def scores(self) -> dict[str, float | None]:
+        """Each criterion's score."""
+        return {c: r.score for c, r in self.criteria.items()}
+
+    @property
+    def ok(self) -> bool:
+        """Every criterion asked for was scored."""
+        return all(r.status == "ok" for r in self.criteria.values())
+
+
+def item_scores(items: Sequence[Any], records: Sequence[ScoreRecord]) -> list[ItemScores]:
+    """The records regrouped per item, in ``items``' order (prediction records: ``benchmark``, ``model``,
+    ``id``, ``task``); each item's criteria in the order of ``records``."""
+    out = [ItemScores(id=i.id, task=i.task, model=i.model, benchmark=i.benchmark) for i in items]
+    where = {(i.benchmark, i.model, i.id): k for k, i in enumerate(items)}
+    for r in records:
+        k = where.get((r.benchmark, r.model, r.id))
+        if k is not None and r.criterion is not None:
+            out[k].criteria[r.criterion] = r
+    return out
 
 
 def content_hash(content: Any) -> str:

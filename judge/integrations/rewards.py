@@ -142,9 +142,9 @@ class RewardScorer:
         """The score record of each item (``question``, ``response``, optional ``reference``), in order."""
         full = [{"id": str(i), "task": self.task, **item} for i, item in enumerate(items)]
         if self.client is not None:
-            return self.client.score(full, criteria=[self.criterion], root=root)
+            return self.client.score_records(full, criteria=[self.criterion], root=root)
         assert self.judge is not None
-        return self.judge.score(full, criteria=[self.criterion], root=root)
+        return self.judge.score_records(full, criteria=[self.criterion], root=root)
 
     def reward(self, record: ScoreRecord) -> float | None:
         if record.score is None:

@@ -41,7 +41,14 @@ from pydantic import PrivateAttr, ValidationError
 from judge.core.errors import ConfigError, ImageError, JudgeError
 from judge.core.images import ImageLimits, check_image_file
 from judge.core.rubric import OVERALL, Criterion, Family, OverallSpec, Rubric, Scale, load_rubric
-from judge.core.schema import AnnotationRecord, ImageSegment, PredictionRecord, ScoreRecord
+from judge.core.schema import (
+    AnnotationRecord,
+    ImageSegment,
+    ItemScores,
+    PredictionRecord,
+    ScoreRecord,
+    item_scores,
+)
 from judge.scoring.engine import (
     JUDGE_METRIC,
     Batch,
@@ -288,9 +295,9 @@ class JudgeClient:
         items: Iterable[PredictionRecord | AnnotationRecord | Mapping[str, Any]],
         criteria: str | Sequence[str] = "all",
         root: str | Path | None = None,
-    ) -> list[ScoreRecord]:
-        """Score items on the server: one :class:`ScoreRecord` per (item, criterion), in the items' order,
-        each item's criteria in rubric order (``overall`` last), as :meth:`judge.Judge.score` returns them.
+    ) -> list[ItemScores]:
+        """Score items on the server: one :class:`~judge.core.schema.ItemScores` per item, in the items'
+        order, as :meth:`judge.Judge.score` returns them (:meth:`score_records`: the flat records).
 
         ``items``: as :func:`prediction_records` takes them (``benchmark`` defaults to the server's rubric
         name; relative image paths resolve from ``root``, default the working directory). ``criteria``:
@@ -298,6 +305,19 @@ class JudgeClient:
         records with ``status="unscorable"`` and a ``reason``, never as exceptions.
         """
         records = prediction_records(items, self.rubric.name, root)
+        return item_scores(records, self._score(records, criteria))
+
+    def score_records(
+        self,
+        items: Iterable[PredictionRecord | AnnotationRecord | Mapping[str, Any]],
+        criteria: str | Sequence[str] = "all",
+        root: str | Path | None = None,
+    ) -> list[ScoreRecord]:
+        """:meth:`score`'s records as one flat list: one per (item, criterion), in the items' order, each
+        item's criteria in rubric order (``overall`` last)."""
+        return self._score(prediction_records(items, self.rubric.name, root), criteria)
+
+    def _score(self, records: list[PredictionRecord], criteria: str | Sequence[str]) -> list[ScoreRecord]:
         todo = [(r, self._criteria(r, criteria, i)) for i, r in enumerate(records)]
         out = [s for b in self._batches(todo) for s in b.records]
         order = {(r.benchmark, r.model, r.id): i for i, r in enumerate(records)}
