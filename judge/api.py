@@ -28,7 +28,14 @@ from typing import TYPE_CHECKING, Any
 
 from judge.core.errors import ConfigError
 from judge.core.rubric import Rubric
-from judge.core.schema import AnnotationRecord, ItemScores, PredictionRecord, ScoreRecord, item_scores
+from judge.core.schema import (
+    AnnotationRecord,
+    ItemScores,
+    PredictionRecord,
+    ScoreRecord,
+    in_item_order,
+    item_scores,
+)
 from judge.scoring.config import ScoreConfig
 from judge.scoring.engine import (
     JudgeEngine,
@@ -178,8 +185,7 @@ class Judge:
     def _score(self, records: list[PredictionRecord], criteria: str | Sequence[str]) -> list[ScoreRecord]:
         wanted = [select_criteria(self.rubric, r, criteria, i + 1) for i, r in enumerate(records)]
         out = self.engine.score_records(records, criteria=wanted)
-        order = {(r.benchmark, r.model, r.id): i for i, r in enumerate(records)}
-        return sorted(out, key=lambda s: order.get((s.benchmark, s.model, s.id), len(order)))
+        return in_item_order(records, out)
 
     def _records(self, items, root) -> list[PredictionRecord]:
         return prediction_records(items, self.rubric.name, root)

@@ -45,6 +45,22 @@ def git(*args: str) -> str:
     return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True).stdout.strip()
 
 
+def run_facts(script: str, argv: list[str] | None) -> dict:
+    """What a result JSON records of its run: the command, the commit and whether the tree was clean, the
+    date and the machine."""
+    return {
+        "command": " ".join(shlex.quote(x) for x in ["python", f"scripts/{script}", *(argv or sys.argv[1:])]),
+        "git_commit": git("rev-parse", "HEAD"),
+        "git_clean": git("status", "--porcelain") == "",
+        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "machine": {
+            "python": platform.python_version(),
+            "cpus": os.cpu_count(),
+            "platform": platform.platform(),
+        },
+    }
+
+
 def items(n: int) -> list[dict]:
     """``n`` demo records with images, their images as data URLs."""
     out = []
@@ -178,17 +194,7 @@ def main(argv: list[str] | None = None) -> int:
             )
     out = {
         "what": "judge-serve (tiny judge, CPU): a normal request of 8 items vs 8 white 40-megapixel PNGs",
-        "command": " ".join(
-            shlex.quote(x) for x in ["python", "scripts/bench_huge_images.py", *(argv or sys.argv[1:])]
-        ),
-        "git_commit": git("rev-parse", "HEAD"),
-        "git_clean": git("status", "--porcelain") == "",
-        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
-        "machine": {
-            "python": platform.python_version(),
-            "cpus": os.cpu_count(),
-            "platform": platform.platform(),
-        },
+        **run_facts("bench_huge_images.py", argv),
         "repeats": a.repeats,
         "items": a.items,
         "body_bytes": sizes,

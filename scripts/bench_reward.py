@@ -20,9 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
-import shlex
 import statistics
 import sys
 import tempfile
@@ -35,7 +32,7 @@ import httpx
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "scripts"))
 
-from bench_huge_images import git, server  # noqa: E402  (the same server start-up and commit facts)
+from bench_huge_images import run_facts, server  # noqa: E402  (the same server start-up and run facts)
 
 CHATML = "<|im_start|>user\n{q}<|im_end|>\n<|im_start|>assistant\n"
 
@@ -117,17 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"largest |reward - score| over {len(work)} items: {max_diff:.2e}")
     out = {
         "what": "judge-serve: /get_reward (OpenRLHF's protocol, ChatML queries) beside /v1/score on the same items",
-        "command": " ".join(
-            shlex.quote(x) for x in ["python", "scripts/bench_reward.py", *(argv or sys.argv[1:])]
-        ),
-        "git_commit": git("rev-parse", "HEAD"),
-        "git_clean": git("status", "--porcelain") == "",
-        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
-        "machine": {
-            "python": platform.python_version(),
-            "cpus": os.cpu_count(),
-            "platform": platform.platform(),
-        },
+        **run_facts("bench_reward.py", argv),
         "settings": vars(a) | {"out": str(a.out)},
         "items_per_second": rates,
         "items_per_second_median": med,

@@ -307,6 +307,13 @@ class ItemScores(BaseModel):
         return all(r.status == "ok" for r in self.criteria.values())
 
 
+def in_item_order(items: Sequence[Any], records: Sequence[ScoreRecord]) -> list[ScoreRecord]:
+    """``records`` in the order of the items they score (prediction records: ``benchmark``, ``model``,
+    ``id``), each item's records in their own order."""
+    order = {(i.benchmark, i.model, i.id): k for k, i in enumerate(items)}
+    return sorted(records, key=lambda r: order.get((r.benchmark, r.model, r.id), len(order)))
+
+
 def item_scores(items: Sequence[Any], records: Sequence[ScoreRecord]) -> list[ItemScores]:
     """The records regrouped per item, in ``items``' order (prediction records: ``benchmark``, ``model``,
     ``id``, ``task``); each item's criteria in the order of ``records``."""

@@ -47,6 +47,7 @@ from judge.core.schema import (
     ItemScores,
     PredictionRecord,
     ScoreRecord,
+    in_item_order,
     item_scores,
 )
 from judge.scoring.engine import (
@@ -320,8 +321,7 @@ class JudgeClient:
     def _score(self, records: list[PredictionRecord], criteria: str | Sequence[str]) -> list[ScoreRecord]:
         todo = [(r, self._criteria(r, criteria, i)) for i, r in enumerate(records)]
         out = [s for b in self._batches(todo) for s in b.records]
-        order = {(r.benchmark, r.model, r.id): i for i, r in enumerate(records)}
-        return sorted(out, key=lambda s: order.get((s.benchmark, s.model, s.id), len(order)))
+        return in_item_order(records, out)
 
     def iter_batches(
         self, records: Sequence[PredictionRecord], done: Iterable | None = None
