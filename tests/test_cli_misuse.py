@@ -172,6 +172,8 @@ CASES = [
     # model and pointing to the demo config.
     ("judge-train", "--config rubric6 --set output_dir={train_out}", "OpenGVLab/InternVL3-2B-hf"),
     ("judge-train", "--config rubric6 --set output_dir={train_out}", "--config demo"),
+    ("judge-train", "--config rubric6 --set output_dir={train_out}", "--set model.path=DIR"),
+    ("judge-train", "--config rubric6 --set output_dir={train_out}", "hf download OpenGVLab/InternVL3-2B-hf"),
     (
         "judge-train",
         "--config demo --set output_dir={train_out} --set data.annotations=[{root}]",

@@ -6,6 +6,7 @@ import random
 
 import pytest
 
+from judge.core.errors import ConfigError
 from judge.models.preference import preference
 
 SCALE = list(range(7))
@@ -99,7 +100,7 @@ def test_judge_compare_is_the_preference_of_its_scores(tiny_judge, small_demo):
     back = tiny_judge.compare(b, a, root=root)
     assert back.p_first_better == 1 - pref.p_first_better
     assert back.score_diff == -pref.score_diff
-    scores = {s.id: s for s in tiny_judge.score([a, b], root=root) if s.criterion == "overall"}
+    scores = {s.id: s for s in tiny_judge.score_records([a, b], root=root) if s.criterion == "overall"}
     sa, sb = scores[a["id"]], scores[b["id"]]
     assert pref.score_a == pytest.approx(sa.score, abs=1e-6) and pref.score_b == pytest.approx(
         sb.score, abs=1e-6
@@ -111,5 +112,5 @@ def test_judge_compare_is_the_preference_of_its_scores(tiny_judge, small_demo):
     assert same.p_first_better == 0.5 and same.score_diff == 0.0
     crit = tiny_judge.compare(a, b, criterion="text_quality", root=root)
     assert crit.p_first_better != pref.p_first_better
-    with pytest.raises(Exception, match="not one of family"):
+    with pytest.raises(ConfigError, match="are not criteria of task family"):
         tiny_judge.compare(a, b, criterion="no_such_criterion", root=root)

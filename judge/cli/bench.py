@@ -19,7 +19,7 @@ examples:
 """
 
 GROUPS = {
-    "verdicts": ["judge", "judge_outputs", "rubric", "task", "criterion", "force"],
+    "verdicts": ["judge", "judge_outputs", "rubric", "task", "criterion", "force", "calibration"],
     "judge": ["device", "dtype", "quantization", "batch_tokens", "batch_size", "max_tokens"],
     "inputs and outputs": ["root", "limit", "out", "overwrite", "progress"],
     "intervals": ["bootstrap", "seed"],

@@ -61,6 +61,7 @@ from judge.core.rubric import OVERALL, Rubric
 from judge.core.schema import PredictionRecord, content_hash
 from judge.core.settings import PathText, Settings
 from judge.models import BATCH_TOKENS
+from judge.scoring.pairs import raw_scores
 
 logger = logging.getLogger(__name__)
 
@@ -101,6 +102,15 @@ class BenchConfig(Settings):
     )
     criterion: str = Field(OVERALL, description="the criterion whose score is compared (default overall)")
     force: bool = Field(False, description="score even when the rubric's hash differs from the judge card's")
+    calibration: bool = Field(
+        True,
+        description="apply the calibration the judge card names to the expected scores (score and batch "
+        "items; a pair's preference always compares the read-out distributions)",
+        json_schema_extra={
+            "flag": "--no-calibration",
+            "flag_help": "the raw read-out's expected scores even when the judge card names a calibration",
+        },
+    )
     root: PathText | None = Field(
         None,
         description="resolve the data's image paths from this folder (default: where the benchmark's own "
@@ -366,7 +376,13 @@ def _judge_outputs(
     )
 
     check_device(cfg.device)
-    spec = resolve_judge(cfg.judge or "", cfg.rubric, force=cfg.force, quantization=cfg.quantization)
+    spec = resolve_judge(
+        cfg.judge or "",
+        cfg.rubric,
+        force=cfg.force,
+        quantization=cfg.quantization,
+        calibration=cfg.calibration,
+    )
     family = pick_family(spec.rubric, cfg.task, cfg.criterion)
     _check_images(data, cfg.root)
     run_info = RunInfo(
@@ -394,7 +410,7 @@ def _judge_outputs(
     records, per_item = response_records(data, family, bm.name)
     done = store.load_done()
     crit = [cfg.criterion]
-    pending = [r for r in records if pending_criteria(spec.rubric, r, done, crit)]
+    pending = [r for r in records if cfg.criterion in pending_criteria(spec.rubric, r, done)]
     written = 0
     if pending:
         model, processor = load_judge_model(spec, device=resolve_device(cfg.device), dtype=cfg.dtype)
@@ -414,7 +430,7 @@ def _judge_outputs(
                 total=len(pending), desc=bm.name, unit="response", disable=not cfg.progress, file=sys.stderr
             ) as bar,
         ):
-            for batch in engine.iter_batches(pending, done, criteria=crit):
+            for batch in engine.iter_batches(pending, done, criteria=[crit] * len(pending)):
                 written += store.append(batch.records)
                 bar.update(batch.items)
     rows = store.merge()
@@ -468,7 +484,7 @@ def _verdict(item_id: str, kind: str, recs: list[dict[str, Any] | None], rubric:
         done[0]["distribution"],
         done[1]["distribution"],
         rubric.scale.values,
-        expected=(float(done[0]["score"]), float(done[1]["score"])),
+        expected=raw_scores(done[0], done[1]),
     )
     extra = {k: v for k, v in pref.to_dict().items() if k != "p_first_better"}
     return JudgeOutput(item_id, p_first_better=pref.p_first_better, extra=extra)

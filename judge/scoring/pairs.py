@@ -219,6 +219,15 @@ def preference_records(
     return out
 
 
+def raw_scores(a: dict[str, Any], b: dict[str, Any]) -> tuple[float, float]:
+    """The two records' expected scores as read out (before a calibration): what their distributions give."""
+
+    def raw(r: dict[str, Any]) -> float:
+        return float(r["raw_score"] if r.get("raw_score") is not None else r["score"])
+
+    return raw(a), raw(b)
+
+
 def preference_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Summary rows of the preference records: per benchmark, pair of models, criterion, and task (plus
     ``group="all"``): the mean preference, and ``wins`` / ``ties`` / ``losses`` of model A."""

@@ -50,6 +50,7 @@ from judge.scoring.engine import (
     resolve_judge,
 )
 from judge.scoring.inputs import Inputs, load_inputs, question_id
+from judge.scoring.labelled import Labels, load_labels
 from judge.scoring.output import (
     RunEvent,
     RunIdentity,
@@ -115,6 +116,7 @@ class _Job:
     records: list[PredictionRecord]  #: the records of this run (``limit`` applied), input order
     to_judge: list[PredictionRecord]  #: those the learned judge scores
     client: JudgeClient | None = None  #: the judge-serve that scores (``server``), else None
+    labels: Labels | None = None  #: human labels for the leaderboard's prediction-powered means (``labels``)
 
     @property
     def out_dir(self) -> Path:
@@ -175,7 +177,12 @@ def _prepare(cfg: ScoreConfig, dist: _Dist) -> _Job:
         _warn_server_settings(cfg)
     elif cfg.judge and not cfg.no_judge:
         spec = resolve_judge(
-            cfg.judge, cfg.rubric, force=cfg.force, rationale=cfg.rationale, quantization=cfg.quantization
+            cfg.judge,
+            cfg.rubric,
+            force=cfg.force,
+            rationale=cfg.rationale,
+            quantization=cfg.quantization,
+            calibration=cfg.calibration,
         )
         rubric = spec.rubric
     else:
@@ -201,7 +208,11 @@ def _prepare(cfg: ScoreConfig, dist: _Dist) -> _Job:
             "benchmarks without a rule-based metric): pass `judge` DIR|MODEL|tiny, or `no_judge` to "
             "compute the rule-based metrics only (or `server` URL: a running judge-serve scores)"
         )
-    return _Job(cfg, dist, spec, rubric, inputs, records, to_judge, client)
+    for path in cfg.labels:  # before anything is scored: a missing file fails at once
+        if not Path(path).is_file():
+            raise ConfigError(f"`labels` {path}: file not found")
+    labels = load_labels(cfg.labels, rubric) if cfg.labels else None
+    return _Job(cfg, dist, spec, rubric, inputs, records, to_judge, client, labels)
 
 
 def _run_info(job: _Job) -> RunInfo:
@@ -212,6 +223,8 @@ def _run_info(job: _Job) -> RunInfo:
         if spec
         else RunIdentity(judge=None, rubric=rubric.name, rubric_hash=rubric.hash, target_format=None)
     )
+    if job.client is not None:  # the server's calibration (it always applies the one its judge card names)
+        identity.calibration = (job.client.provenance.get("calibration") or {}).get("fingerprint")
     return RunInfo(
         identity=identity,
         judge_card=_card_summary(spec),
@@ -348,7 +361,14 @@ def _finish(
         questions={
             item_key(r.benchmark, r.model, r.id): q for r in job.records if (q := question_id(r)) != r.id
         },
+        labels=job.labels,
     )
+    lab = summary["leaderboard"].get("labels")
+    if lab and lab["unmatched"]:
+        logger.warning(
+            f"`labels`: {lab['unmatched']} labelled response(s) match no judge score of this run by model and id "
+            f"(e.g. {', '.join(lab['unmatched_examples'])})"
+        )
     files.update(write_summary(job.out_dir, summary))
     return files, summary
 
@@ -357,6 +377,7 @@ def _finish(
 #: the CLIPScore baseline).
 _MODEL_SETTINGS = (
     "force",
+    "calibration",
     "dtype",
     "quantization",
     "batch_tokens",
