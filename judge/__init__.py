@@ -2,7 +2,7 @@
 
 The public API (see :mod:`judge.api`)::
 
-    from judge import Judge, score_files, train_judge, report, audit_judge, calibrate_judge
+    from judge import Judge, score_files, train_judge, report, audit_judge, calibrate_judge, bench_judge
 
 Names are imported on first use, so ``import judge`` stays cheap (no torch until a judge loads).
 """
@@ -23,6 +23,10 @@ _EXPORTS = {
     "calibrate_judge": "judge.api",
     "CalibrateConfig": "judge.eval.config",
     "CalibrateResult": "judge.scoring.calibrate",
+    "bench_judge": "judge.api",
+    "BenchConfig": "judge.scoring.bench",
+    "BenchResult": "judge.scoring.bench",
+    "Preference": "judge.models.preference",
     "AuditConfig": "judge.audit.config",
     "AuditResult": "judge.audit.run",
     "JudgeClient": "judge.scoring.remote",
@@ -49,7 +53,7 @@ _EXPORTS = {
 }
 
 if TYPE_CHECKING:  # what type checkers see; at run time the names load on first use (above)
-    from judge.api import Judge, audit_judge, calibrate_judge, report, score_files, train_judge
+    from judge.api import Judge, audit_judge, bench_judge, calibrate_judge, report, score_files, train_judge
     from judge.audit.config import AuditConfig
     from judge.audit.run import AuditResult
     from judge.core.errors import ConfigError, JudgeError
@@ -59,6 +63,8 @@ if TYPE_CHECKING:  # what type checkers see; at run time the names load on first
     from judge.eval.config import CalibrateConfig, ReportConfig
     from judge.eval.report import ReportResult
     from judge.integrations.trl import reward_function
+    from judge.models.preference import Preference
+    from judge.scoring.bench import BenchConfig, BenchResult
     from judge.scoring.calibrate import CalibrateResult
     from judge.scoring.config import ScoreConfig
     from judge.scoring.remote import JudgeClient
@@ -74,6 +80,8 @@ __all__ = [
     "AnnotationRecord",
     "AuditConfig",
     "AuditResult",
+    "BenchConfig",
+    "BenchResult",
     "CalibrateConfig",
     "CalibrateResult",
     "ConfigError",
@@ -82,6 +90,7 @@ __all__ = [
     "JudgeClient",
     "JudgeError",
     "PredictionRecord",
+    "Preference",
     "ReportConfig",
     "ReportResult",
     "Rubric",
@@ -92,6 +101,7 @@ __all__ = [
     "ServeConfig",
     "TrainResult",
     "audit_judge",
+    "bench_judge",
     "calibrate_judge",
     "judge_chat_messages",
     "load_annotations",

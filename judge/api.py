@@ -1,6 +1,6 @@
 """The public Python API, on one screen.
 
-    from judge import Judge, score_files, train_judge, calibrate_judge, report, audit_judge
+    from judge import Judge, score_files, train_judge, calibrate_judge, report, audit_judge, bench_judge
 
     scorer = Judge.load("runs/demo/judge")            # a judge folder, or Judge.load("tiny", rubric="mmie")
     results = scorer.score([item, ...])             # dicts or records in: one ItemScores per item
@@ -9,11 +9,13 @@
     run = train_judge("demo", output_dir="runs/mine", train={"epochs": 1})           # = judge-train
     cal = calibrate_judge("runs/demo/judge")           # = judge-calibrate (on its validation split)
     rep = report(human=["test.jsonl"], scores=["trained=runs/score/scores.jsonl"])   # = judge-report
+    pref = scorer.compare(item_a, item_b)           # P(A better) + P(tie) / 2 from the two score distributions
+    res = bench_judge("vl-rewardbench", data="vl.parquet", judge="runs/demo/judge", task="SA")   # = judge-bench
     aud = audit_judge(["test.jsonl"], judge="runs/demo/judge", out="runs/audit")    # = judge-audit
     client = JudgeClient("http://127.0.0.1:8000")     # a running judge-serve: client.score([item, ...])
 
 One style for every job: ``job(config, /, **fields)``, where ``config`` is the command's config object
-(``ScoreConfig``, ``RunConfig``, ``CalibrateConfig``, ``ReportConfig``, ``AuditConfig``) or what the command
+(``ScoreConfig``, ``RunConfig``, ``CalibrateConfig``, ``ReportConfig``, ``AuditConfig``, ``BenchConfig``) or what the command
 takes first (input files; a config name or path; a judge folder), ``fields`` are the config's fields (for
 ``train_judge``, overrides of the loaded config and the run options), and the result is typed. Each call is
 what the command of the same job does, with the same defaults; errors are
@@ -26,7 +28,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from judge.core.errors import ConfigError
+from judge.core.errors import ConfigError, JudgeError
 from judge.core.rubric import Rubric
 from judge.core.schema import (
     AnnotationRecord,
@@ -51,6 +53,8 @@ if TYPE_CHECKING:
     from judge.audit import AuditConfig, AuditResult
     from judge.eval.config import CalibrateConfig, ReportConfig
     from judge.eval.report import ReportResult
+    from judge.models.preference import Preference
+    from judge.scoring.bench import BenchConfig, BenchResult
     from judge.scoring.calibrate import CalibrateResult
     from judge.scoring.run import ScoreResult
     from judge.train.config import RunConfig
@@ -187,6 +191,41 @@ class Judge:
         out = self.engine.score_records(records, criteria=wanted)
         return in_item_order(records, out)
 
+    def compare(
+        self,
+        item_a: PredictionRecord | AnnotationRecord | Mapping[str, Any],
+        item_b: PredictionRecord | AnnotationRecord | Mapping[str, Any],
+        *,
+        criterion: str = "overall",
+        root: str | Path | None = None,
+    ) -> Preference:
+        """How much better response A is than response B on ``criterion``: a
+        :class:`~judge.models.preference.Preference` whose ``p_first_better`` is P(A better) + P(tie) / 2,
+        from the two responses' score distributions (:func:`judge.models.preference.preference`; swapping
+        A and B gives exactly ``1 - p``), with the expected scores and their difference.
+
+        The items are given as to :meth:`score` (usually the same question with two responses); only
+        ``criterion`` is scored. Raises ConfigError when ``criterion`` is not one of an item's family, and
+        JudgeError when a response is unscorable (the error gives its reason). A calibrated judge is
+        compared on its read-out (its distributions and expected scores before calibration)."""
+        from judge.models.preference import preference
+
+        # Each parsed on its own: the two may share an id (two responses to one item, or one item twice).
+        a, b = self._records([item_a], root)[0], self._records([item_b], root)[0]
+        if (a.benchmark, a.model, a.id) == (b.benchmark, b.model, b.id):
+            b = b.model_copy(update={"id": f"{b.id}#b"})  # one item twice: keep both scores apart
+        sa, sb = self._score([a, b], criterion)  # one record each, in the items' order
+        for name, s in (("A", sa), ("B", sb)):
+            if s.score is None or s.distribution is None:
+                raise JudgeError(f"response {name} ({s.id!r}) is unscorable: {s.reason}")
+        assert sa.distribution is not None and sb.distribution is not None
+        # The read-out's expected scores: what the distributions give (a calibration maps them after).
+        raw = [s.raw_score if s.raw_score is not None else s.score for s in (sa, sb)]
+        assert raw[0] is not None and raw[1] is not None
+        return preference(
+            sa.distribution, sb.distribution, self.rubric.scale.values, expected=(raw[0], raw[1])
+        )
+
     def _records(self, items, root) -> list[PredictionRecord]:
         return prediction_records(items, self.rubric.name, root)
 
@@ -263,6 +302,19 @@ def audit_judge(config: AuditConfig | list | str | Path | None = None, /, **fiel
     return run_audit(cfg)
 
 
+def bench_judge(config: BenchConfig | str | None = None, /, **fields: Any) -> BenchResult:
+    """Measure a judge on a judge benchmark as ``judge-bench`` does: a :class:`~judge.scoring.bench.BenchConfig`,
+    or its fields as keywords (``bench_judge("vl-rewardbench", data="vl.parquet", judge="runs/demo/judge",
+    task="SA")``: a first positional is ``benchmark``; ``judge_outputs=FILE`` instead of ``judge``); returns the
+    typed result (the data of bench.json, and the files written)."""
+    from judge.scoring.bench import BenchConfig, run_bench
+
+    if isinstance(config, str):
+        fields["benchmark"] = config
+        config = None
+    return run_bench(config if config is not None else BenchConfig(**fields))
+
+
 def _flatten(overrides: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     flat: dict[str, Any] = {}
     for key, value in overrides.items():
@@ -277,6 +329,7 @@ __all__ = [
     "CalibrateResult",
     "Judge",
     "audit_judge",
+    "bench_judge",
     "calibrate_judge",
     "report",
     "score_files",

@@ -14,8 +14,9 @@ Steps (every process of a sharded run does them all, except where marked *main*)
    ``world`` takes every ``world``-th of them (input order), appending each batch to its file. With
    ``server`` the judge is a running judge-serve (:class:`~judge.scoring.remote.JudgeClient`): its judge
    and rubric settle step 1 and make the run's identity, and each finished request is a batch;
-6. *main*, after every process finished: merge into a sorted ``scores.jsonl``, write the summary
-   and its leaderboard (:mod:`~judge.scoring.summary`, :mod:`~judge.scoring.leaderboard`).
+6. *main*, after every process finished: merge into a sorted ``scores.jsonl``, add the preference of
+   each pair of a pairs input (:mod:`~judge.scoring.pairs`), write the summary and its leaderboard
+   (:mod:`~judge.scoring.summary`, :mod:`~judge.scoring.leaderboard`).
 
 Sharding uses accelerate's process state only when launched with several processes
 (``WORLD_SIZE > 1``); a plain ``judge-score`` never needs ``accelerate launch``.
@@ -62,6 +63,7 @@ from judge.scoring.output import (
     timestamp,
     write_run,
 )
+from judge.scoring.pairs import pair_of, preference_records
 from judge.scoring.remote import JudgeClient
 from judge.scoring.summary import build_summary, write_summary
 
@@ -324,8 +326,19 @@ def _finish(
     """6. Merge the processes' files into ``scores.jsonl``, close ``run.json``, write the summary (main
     process, after every process finished). Returns the files written and the summary."""
     rows = store.merge()
+    # Pairs inputs: the judge's preference between the two sides, once both are scored (in any process).
+    prefs = preference_records(rows, [r for r in job.records if pair_of(r)], job.rubric.scale.values)
+    if prefs:
+        with store:
+            store.append(prefs)
+        rows = store.merge()
     # The summary is of this run's items only (scores.jsonl may hold more, e.g. from a run without `limit`).
     mine = {item_key(r.benchmark, r.model, r.id) for r in job.records}
+    mine |= {  # a pair's preference record is its own item ("A vs B")
+        item_key(r.benchmark, f"{r.model} vs {p['opponent']}", r.id)
+        for r in job.records
+        if (p := pair_of(r)) and p["side"] == "a"
+    }
     rows = [r for r in rows if item_key(r["benchmark"], r["model"], r["id"]) in mine]
     files = {"scores": str(store.scores_path)}
     run_info.status, run_info.finished = "finished", timestamp()

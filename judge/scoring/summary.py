@@ -1,5 +1,8 @@
 """The summary of a scoring run: judge means per benchmark, task and model, the metrics' rows, the gaps.
 
+A pairs input's preferences (:mod:`judge.scoring.pairs`) are ``preferences`` rows: per benchmark, pair of
+models, task and criterion, the mean preference of model A and its wins, ties and losses.
+
 Built from the merged ``scores.jsonl``, restricted to the items of the run that writes it (a resumed
 run summarises everything of its inputs, not only what it scored itself), and written atomically as
 ``summary.json``, ``summary.csv`` and ``summary.md``; each names the input files it covers.
@@ -34,6 +37,8 @@ from judge.core.schema import ScoreRecord
 from judge.core.tables import cell, md_table, text_table
 from judge.scoring import leaderboard as lb
 from judge.scoring.labelled import Labels
+from judge.scoring.pairs import METRIC as PREFERENCE
+from judge.scoring.pairs import preference_rows
 
 JUDGE_SOURCE = "judge toolkit"
 CSV_COLUMNS = [
@@ -140,8 +145,8 @@ def unscorable_table(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def metric_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """:func:`judge.benchmarks.summarize` over the records."""
-    return summarize([ScoreRecord.model_validate(r) for r in records])
+    """:func:`judge.benchmarks.summarize` over the records (a pairs input's preferences aside)."""
+    return summarize([ScoreRecord.model_validate(r) for r in records if r.get("metric") != PREFERENCE])
 
 
 #: Baseline metrics summarised here (mean per benchmark, model and task, on their own scale).
@@ -206,6 +211,7 @@ def build_summary(
         "judge": judge_rows(records, scale, criteria),
         "metrics": metric_rows(records),
         "baselines": baseline_rows(records),
+        "preferences": preference_rows(records),
         "leaderboard": lb.build_leaderboard(
             records,
             resamples=leaderboard_resamples,
@@ -358,6 +364,44 @@ def render_markdown(summary: dict[str, Any], *, compact: bool = False) -> str:
             "",
         ]
         parts.append(metric_table(summary["baselines"]))
+    if summary.get("preferences"):
+        parts += [
+            "",
+            "## Preferences (pairs input)",
+            "",
+            "Mean preference of model A over model B: P(A better) + P(tie) / 2 from the two responses' score "
+            "distributions; wins / ties / losses count the pairs whose preference is above / at / below 0.5.",
+            "",
+            md_table(
+                [
+                    "benchmark",
+                    "A vs B",
+                    "group",
+                    "metric",
+                    "mean",
+                    "wins",
+                    "ties",
+                    "losses",
+                    "n",
+                    "unscorable",
+                ],
+                [
+                    [
+                        r["benchmark"],
+                        r["model"],
+                        r["group"],
+                        r["metric"],
+                        r["value"],
+                        r["wins"],
+                        r["ties"],
+                        r["losses"],
+                        r["n"],
+                        r["n_unscorable"],
+                    ]
+                    for r in summary["preferences"]
+                ],
+            ),
+        ]
     if summary.get("unscorable"):
         parts += ["", "## Unscorable", ""]
         parts.append(
@@ -425,6 +469,29 @@ def render_console(summary: dict[str, Any]) -> str:
             "rule-based metrics, overall:",
             text_table(["benchmark", "model", "mode", "metric", "value", "n"], rows),
         ]
+    prefs = [
+        r
+        for r in summary.get("preferences") or []
+        if r["group"] == "all" and r["metric"] == f"{PREFERENCE}.{OVERALL}"
+    ]
+    if prefs:
+        rows = [
+            [
+                r["benchmark"],
+                r["model"],
+                cell(r["value"]),
+                str(r["wins"]),
+                str(r["ties"]),
+                str(r["losses"]),
+                str(r["n"]),
+            ]
+            for r in prefs
+        ]
+        parts += [
+            "",
+            "preference of model A over model B (pairs), overall:",
+            text_table(["benchmark", "A vs B", "mean", "wins", "ties", "losses", "n"], rows),
+        ]
     skipped = summary.get("skipped_invalid") or []
     if skipped:
         parts += ["", f"{len(skipped)} invalid records skipped (listed in summary.md)"]
@@ -450,7 +517,12 @@ def write_summary(out_dir: str | Path, summary: dict[str, Any]) -> dict[str, str
     files.update(paths)
     write_json(paths["json"], summary)
     buf = io.StringIO()
-    rows = [*summary["judge"], *summary["metrics"], *summary.get("baselines", [])]
+    rows = [
+        *summary["judge"],
+        *summary["metrics"],
+        *summary.get("baselines", []),
+        *summary.get("preferences", []),
+    ]
     extra = sorted({k for r in rows for k in r} - set(CSV_COLUMNS))
     w = csv.DictWriter(buf, fieldnames=CSV_COLUMNS + extra, extrasaction="ignore", lineterminator="\n")
     w.writeheader()
