@@ -1,36 +1,61 @@
 """The public Python API, on one screen.
 
-    from judge import Judge, score_files, train_judge, report
+    from judge import Judge, score_files, train_judge, calibrate_judge, report, audit_judge, bench_judge
 
-    judge = Judge.load("runs/demo/judge")           # a judge folder, or Judge.load("tiny", rubric="mmie")
-    records = judge.score([item, ...])              # dicts or records in, typed ScoreRecords out
+    scorer = Judge.load("runs/demo/judge")            # a judge folder, or Judge.load("tiny", rubric="mmie")
+    results = scorer.score([item, ...])             # dicts or records in: one ItemScores per item
+    records = scorer.score_records([item, ...])     # the same as flat ScoreRecords (what judge-score writes)
     result = score_files(["preds.jsonl"], judge="runs/demo/judge", out="runs/score")   # = judge-score
     run = train_judge("demo", output_dir="runs/mine", train={"epochs": 1})           # = judge-train
+    cal = calibrate_judge("runs/demo/judge")           # = judge-calibrate (on its validation split)
     rep = report(human=["test.jsonl"], scores=["trained=runs/score/scores.jsonl"])   # = judge-report
+    pref = scorer.compare(item_a, item_b)           # P(A better) + P(tie) / 2 from the two score distributions
+    res = bench_judge("vl-rewardbench", data="vl.parquet", judge="runs/demo/judge", task="SA")   # = judge-bench
     aud = audit_judge(["test.jsonl"], judge="runs/demo/judge", out="runs/audit")    # = judge-audit
     client = JudgeClient("http://127.0.0.1:8000")     # a running judge-serve: client.score([item, ...])
 
-Each call is what the command of the same job does, with the same defaults; errors are
+One style for every job: ``job(config, /, **fields)``, where ``config`` is the command's config object
+(``ScoreConfig``, ``RunConfig``, ``CalibrateConfig``, ``ReportConfig``, ``AuditConfig``, ``BenchConfig``) or what the command
+takes first (input files; a config name or path; a judge folder), ``fields`` are the config's fields (for
+``train_judge``, overrides of the loaded config and the run options), and the result is typed. Each call is
+what the command of the same job does, with the same defaults; errors are
 :class:`~judge.core.errors.JudgeError` subclasses whose messages name fields, not flags.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from judge.core.errors import ConfigError
+from judge.core.errors import ConfigError, JudgeError
 from judge.core.rubric import Rubric
-from judge.core.schema import AnnotationRecord, PredictionRecord, ScoreRecord
+from judge.core.schema import (
+    AnnotationRecord,
+    ItemScores,
+    PredictionRecord,
+    ScoreRecord,
+    in_item_order,
+    item_scores,
+)
 from judge.scoring.config import ScoreConfig
-from judge.scoring.engine import JudgeEngine, JudgeSpec, load_judge_model, resolve_device, resolve_judge
+from judge.scoring.engine import (
+    JudgeEngine,
+    JudgeSpec,
+    load_judge_model,
+    resolve_device,
+    resolve_judge,
+    select_criteria,
+)
 from judge.scoring.inputs import prediction_records
 
 if TYPE_CHECKING:
     from judge.audit import AuditConfig, AuditResult
-    from judge.eval.config import ReportConfig
+    from judge.eval.config import CalibrateConfig, ReportConfig
     from judge.eval.report import ReportResult
+    from judge.models.preference import Preference
+    from judge.scoring.bench import BenchConfig, BenchResult
+    from judge.scoring.calibrate import CalibrateResult
     from judge.scoring.run import ScoreResult
     from judge.train.config import RunConfig
     from judge.train.trainer import TrainResult
@@ -57,14 +82,17 @@ class Judge:
         quantization: str = "card",
         force: bool = False,
         rationale: bool = False,
+        calibration: bool = True,
         **engine_options: Any,
     ) -> Judge:
         """Load a judge folder (written by ``judge-train``), a model folder or hub id with ``rubric``,
         or ``"tiny"`` (the seeded test model, with ``rubric``).
 
         ``engine_options`` are the scoring settings of :class:`~judge.scoring.config.ScoreConfig`
-        (``batch_tokens``, ``batch_size``, ``share_prefix``, ``reproducible``, ``max_tokens``, ``max_new_tokens``,
-        ``chunk_size``), validated the same way.
+        (``batch_tokens``, ``batch_size``, ``share_prefix``, ``reproducible``, ``max_tokens``,
+        ``max_new_tokens``, ``chunk_size``), validated the same way. ``calibration``: apply the calibration the judge card
+        names (``judge-calibrate``): each record's ``score`` is then calibrated, with ``raw_score`` and a
+        conformal ``interval`` beside it; off: the raw read-out.
         """
         known = {
             "batch_tokens",
@@ -90,9 +118,17 @@ class Judge:
             quantization=quantization,
             force=force,
             rationale=rationale,
+            calibration=calibration,
             **engine_options,
         )
-        spec = resolve_judge(str(source), rubric, force=force, rationale=rationale, quantization=quantization)
+        spec = resolve_judge(
+            str(source),
+            rubric,
+            force=force,
+            rationale=rationale,
+            quantization=quantization,
+            calibration=calibration,
+        )
         model, processor = load_judge_model(spec, device=resolve_device(device), dtype=dtype)
         engine = JudgeEngine(
             model,
@@ -132,19 +168,72 @@ class Judge:
         self,
         items: Iterable[PredictionRecord | AnnotationRecord | Mapping[str, Any]],
         *,
+        criteria: str | Sequence[str] = "all",
         root: str | Path | None = None,
-    ) -> list[ScoreRecord]:
-        """Score items: one :class:`ScoreRecord` per (item, criterion) of its task family, ``overall`` last.
+    ) -> list[ItemScores]:
+        """Score items: one :class:`~judge.core.schema.ItemScores` per item, in the items' order, holding
+        the :class:`ScoreRecord` of each criterion of its task family (``overall`` last; ``criteria``:
+        ``"all"``, or the ids to score, e.g. ``"overall"``). ``result.score`` is the overall score,
+        ``result["text_quality"]`` a criterion's record; :meth:`score_records` gives the flat list.
 
         Dicts are validated like the lines of a prediction file (canonical or MMIE form; a dict with
-        human ``scores`` is an annotation; ``benchmark`` defaults to the rubric's name); relative image paths resolve from ``root`` (default: the
-        working directory). Unscorable items come back as records with ``status="unscorable"`` and a
-        ``reason``, never as exceptions. Records are returned in the items' order.
+        human ``scores`` is an annotation; ``benchmark`` defaults to the rubric's name); relative image
+        paths resolve from ``root`` (default: the working directory). Unscorable items come back as
+        records with ``status="unscorable"`` and a ``reason``, never as exceptions.
         """
         records = self._records(items, root)
-        out = self.engine.score_records(records)
-        order = {(r.benchmark, r.model, r.id): i for i, r in enumerate(records)}
-        return sorted(out, key=lambda s: order.get((s.benchmark, s.model, s.id), len(order)))
+        return item_scores(records, self._score(records, criteria))
+
+    def score_records(
+        self,
+        items: Iterable[PredictionRecord | AnnotationRecord | Mapping[str, Any]],
+        *,
+        criteria: str | Sequence[str] = "all",
+        root: str | Path | None = None,
+    ) -> list[ScoreRecord]:
+        """:meth:`score`'s records as one flat list (one per item and criterion, in the items' order), the
+        records ``judge-score`` writes to ``scores.jsonl``."""
+        return self._score(self._records(items, root), criteria)
+
+    def _score(self, records: list[PredictionRecord], criteria: str | Sequence[str]) -> list[ScoreRecord]:
+        wanted = [select_criteria(self.rubric, r, criteria, i + 1) for i, r in enumerate(records)]
+        out = self.engine.score_records(records, criteria=wanted)
+        return in_item_order(records, out)
+
+    def compare(
+        self,
+        item_a: PredictionRecord | AnnotationRecord | Mapping[str, Any],
+        item_b: PredictionRecord | AnnotationRecord | Mapping[str, Any],
+        *,
+        criterion: str = "overall",
+        root: str | Path | None = None,
+    ) -> Preference:
+        """How much better response A is than response B on ``criterion``: a
+        :class:`~judge.models.preference.Preference` whose ``p_first_better`` is P(A better) + P(tie) / 2,
+        from the two responses' score distributions (:func:`judge.models.preference.preference`; swapping
+        A and B gives exactly ``1 - p``), with the expected scores and their difference.
+
+        The items are given as to :meth:`score` (usually the same question with two responses); only
+        ``criterion`` is scored. Raises ConfigError when ``criterion`` is not one of an item's family, and
+        JudgeError when a response is unscorable (the error gives its reason). A calibrated judge is
+        compared on its read-out (its distributions and expected scores before calibration)."""
+        from judge.models.preference import preference
+
+        # Each parsed on its own: the two may share an id (two responses to one item, or one item twice).
+        a, b = self._records([item_a], root)[0], self._records([item_b], root)[0]
+        if (a.benchmark, a.model, a.id) == (b.benchmark, b.model, b.id):
+            b = b.model_copy(update={"id": f"{b.id}#b"})  # one item twice: keep both scores apart
+        sa, sb = self._score([a, b], criterion)  # one record each, in the items' order
+        for name, s in (("A", sa), ("B", sb)):
+            if s.score is None or s.distribution is None:
+                raise JudgeError(f"response {name} ({s.id!r}) is unscorable: {s.reason}")
+        assert sa.distribution is not None and sb.distribution is not None
+        # The read-out's expected scores: what the distributions give (a calibration maps them after).
+        raw = [s.raw_score if s.raw_score is not None else s.score for s in (sa, sb)]
+        assert raw[0] is not None and raw[1] is not None
+        return preference(
+            sa.distribution, sb.distribution, self.rubric.scale.values, expected=(raw[0], raw[1])
+        )
 
     def _records(self, items, root) -> list[PredictionRecord]:
         return prediction_records(items, self.rubric.name, root)
@@ -164,20 +253,39 @@ def score_files(config: ScoreConfig | None = None, /, **fields: Any) -> ScoreRes
 
 def train_judge(
     config: RunConfig | str | Path,
+    /,
     *,
     resume: bool = False,
     merge: bool = False,
     data_dir: str | Path | None = None,
+    calibrate: bool = False,
     **overrides: Any,
 ) -> TrainResult:
     """Train a judge as ``judge-train`` does, from a :class:`~judge.train.config.RunConfig` or a
     config name/path, with overrides as keywords: ``output_dir="runs/x"``, a section as a dict
-    (``train={"epochs": 1}``) or a dotted key (``**{"train.epochs": 1}``)."""
+    (``train={"epochs": 1}``) or a dotted key (``**{"train.epochs": 1}``). ``calibrate``: then calibrate
+    it on its validation split as :func:`calibrate_judge` does with its defaults."""
     from judge.train import trainer
 
-    return trainer.train_judge(
+    result = trainer.train_judge(
         config, overrides=_flatten(overrides), resume=resume, merge=merge, data_dir=data_dir
     )
+    if calibrate:
+        calibrate_judge(str(result.judge_dir), progress=False)
+    return result
+
+
+def calibrate_judge(config: CalibrateConfig | str | Path | None = None, /, **fields: Any) -> CalibrateResult:
+    """Calibrate a judge as ``judge-calibrate`` does: a :class:`~judge.eval.config.CalibrateConfig`, or its
+    fields as keywords (``calibrate_judge("runs/demo/judge")``: a first positional is ``judge``); see
+    :func:`judge.scoring.calibrate.calibrate_judge`."""
+    from judge.eval.config import CalibrateConfig
+    from judge.scoring.calibrate import calibrate_judge as _calibrate
+
+    if isinstance(config, (str, Path)):
+        fields["judge"] = str(config)
+        config = None
+    return _calibrate(config if config is not None else CalibrateConfig(**fields))
 
 
 def report(config: ReportConfig | None = None, /, **fields: Any) -> ReportResult:
@@ -203,6 +311,19 @@ def audit_judge(config: AuditConfig | list | str | Path | None = None, /, **fiel
     return run_audit(cfg)
 
 
+def bench_judge(config: BenchConfig | str | None = None, /, **fields: Any) -> BenchResult:
+    """Measure a judge on a judge benchmark as ``judge-bench`` does: a :class:`~judge.scoring.bench.BenchConfig`,
+    or its fields as keywords (``bench_judge("vl-rewardbench", data="vl.parquet", judge="runs/demo/judge",
+    task="SA")``: a first positional is ``benchmark``; ``judge_outputs=FILE`` instead of ``judge``); returns the
+    typed result (the data of bench.json, and the files written)."""
+    from judge.scoring.bench import BenchConfig, run_bench
+
+    if isinstance(config, str):
+        fields["benchmark"] = config
+        config = None
+    return run_bench(config if config is not None else BenchConfig(**fields))
+
+
 def _flatten(overrides: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     flat: dict[str, Any] = {}
     for key, value in overrides.items():
@@ -213,4 +334,13 @@ def _flatten(overrides: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return flat
 
 
-__all__ = ["Judge", "audit_judge", "report", "score_files", "train_judge"]
+__all__ = [
+    "CalibrateResult",
+    "Judge",
+    "audit_judge",
+    "bench_judge",
+    "calibrate_judge",
+    "report",
+    "score_files",
+    "train_judge",
+]

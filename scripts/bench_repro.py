@@ -145,9 +145,9 @@ def api_paths(model_dir: Path, data: Path, items: list[dict], targets: list[dict
         for suffix, j in variants:
             alone: dict = {}
             for t in targets:
-                alone.update(scores_of(j.score([t], root=data)))
+                alone.update(scores_of(j.score_records([t], root=data)))
             out[f"{name}, alone{suffix}"] = alone
-            out[f"{name}, batched{suffix}"] = scores_of(j.score(items, root=data))
+            out[f"{name}, batched{suffix}"] = scores_of(j.score_records(items, root=data))
     return out
 
 
@@ -245,13 +245,13 @@ def throughput(model_dir: Path, data: Path, items: list[dict], dtype: str, devic
         for mode in ("default", "reproducible")
     }
     for j in judges.values():
-        j.score(items[:2], root=data)  # warm-up
+        j.score_records(items[:2], root=data)  # warm-up
     times: dict[str, list[float]] = {m: [] for m in judges}
     for rep in range(repeats):
         for mode in list(judges) if rep % 2 == 0 else list(judges)[::-1]:
             bs.sync(device)
             t0 = time.perf_counter()
-            judges[mode].score(items, root=data)
+            judges[mode].score_records(items, root=data)
             bs.sync(device)
             times[mode].append(time.perf_counter() - t0)
             print(f"  {dtype} {mode:12s} run {rep + 1}: {times[mode][-1]:.2f} s", file=sys.stderr, flush=True)
@@ -348,7 +348,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         reference: dict = {}
         for t in targets:
-            reference.update(scores_of(ref_judge.score([t], root=data)))
+            reference.update(scores_of(ref_judge.score_records([t], root=data)))
         del ref_judge
 
         runs: dict[str, dict] = {}

@@ -389,8 +389,6 @@ def main(argv: list[str] | None = None) -> int:
     bad = set(configs) - set(CONFIGS)
     if bad:
         p.error(f"unknown configs {sorted(bad)}")
-    source = bs.source_state()
-    bs.require_clean(source, args.allow_dirty)
     if args.liger:
         from judge.train.trainer import liger_unavailable
 
@@ -401,6 +399,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         if why:
             p.error(f"--liger {why}")
+    source = bs.source_state()
+    bs.require_clean(source, args.allow_dirty)
 
     import torch
 

@@ -21,7 +21,8 @@ import sys
 import zipfile
 
 names = set(zipfile.ZipFile(sys.argv[1]).namelist())
-missing = [f"judge/rubrics/{n}.yaml" for n in ("mmie", "rubric6", "demo") if f"judge/rubrics/{n}.yaml" not in names]
+wanted = [f"judge/rubrics/{n}.yaml" for n in ("mmie", "rubric6", "demo")] + ["judge/py.typed"]
+missing = [f for f in wanted if f not in names]
 if missing:
     sys.exit(f"the wheel lacks {', '.join(missing)}")
 PY

@@ -2,11 +2,16 @@
 # The main job on the shipped demo set, from a fresh checkout (after `pip install -e .`):
 #   1. validate the demo annotations against the MMIE rubric (summary, agreement, every problem);
 #   2. train the demo judge (judge/rubrics/demo.yaml: the tiny local model, trained fully): build the SFT data into runs/demo/data/, train the
-#      tiny InternVL model, validate against the annotators while it trains, write runs/demo/judge/;
-#   3. score the held-out test split with the trained judge and with the same model untrained;
-#   4. report both against the simulated annotators, beside CLIPScore from a tiny random CLIP, with the
-#      paired intervals of the differences and the bias analyses;
-#   5. audit the trained judge: blank images, an off-topic response, unrelated text.
+#      tiny InternVL model, validate against the annotators while it trains, write runs/demo/judge/; then
+#      calibrate it on the validation split (--calibrate: calibrated scores and 90% conformal intervals);
+#   3. draw 20% of the test responses at random as the "labelled" ones (judge-data sample);
+#   4. score the held-out test split with the trained judge (calibrated, with the labels: judge-only,
+#      human-only and prediction-powered means side by side) and with the same model untrained;
+#   5. report both against the simulated annotators, beside CLIPScore from a tiny random CLIP, with the
+#      paired intervals of the differences, the bias analyses, MMIE's measures, the calibration checked on
+#      the test split and the prediction-powered inference check (200 random 20% label draws);
+#   6. audit the trained judge: blank images, an off-topic response, unrelated text;
+#   7. recap the calibration, interval and PPI figures from runs/demo/report/report.json.
 # Everything runs on the CPU in under five minutes; nothing is downloaded.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,17 +25,22 @@ cmd() {
 judge_data=$(cmd data); judge_train=$(cmd train); judge_score=$(cmd score); judge_report=$(cmd report)
 judge_audit=$(cmd audit)
 test_split=runs/demo/data/splits/test.jsonl
+labels=runs/demo/data/splits/test-sample20.jsonl
 
 echo "== judge-data validate"
 $judge_data validate annotations/demo/annotations.jsonl --rubric mmie
 
 echo
-echo "== judge-train"
-$judge_train --config demo
+echo "== judge-train (then calibrated on the validation split)"
+$judge_train --config demo --calibrate
 
 echo
-echo "== judge-score: the trained judge on the test split"
-$judge_score "$test_split" --judge runs/demo/judge --out runs/demo/score --overwrite --no-progress
+echo "== judge-data sample: 20% of the test responses, at random, as if they had been labelled"
+$judge_data sample "$test_split" --fraction 0.2 --seed 0 --out "$labels"
+
+echo
+echo "== judge-score: the trained judge on the test split (calibrated; PPI leaderboard from the 20% labels)"
+$judge_score "$test_split" --judge runs/demo/judge --out runs/demo/score --overwrite --no-progress --labels "$labels"
 
 echo
 echo "== judge-score: the same model untrained"
@@ -49,3 +59,7 @@ echo
 echo "== judge-audit: does the trained judge see what the annotators see?"
 $judge_audit "$test_split" --judge runs/demo/judge --out runs/demo/audit --overwrite --no-progress \
   --perturb blank-images --perturb off-topic --perturb unrelated-text
+
+echo
+echo "== In brief: calibration, intervals and prediction-powered means on the test split"
+python3 scripts/demo_recap.py runs/demo/report/report.json

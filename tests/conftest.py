@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 import os
+import sys
+from pathlib import Path
 
 import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing in the tests may reach a hub
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+#: OpenRLHF's and verl's client code, installed without their GPU dependencies into this folder rather than
+#: the environment (``pip install --no-deps --target .clients -r tests/requirements-clients.txt``): their
+#: wheels also carry a top-level ``tests`` package. Appended last, so nothing of it shadows anything.
+CLIENTS = Path(__file__).resolve().parents[1] / ".clients"
+if CLIENTS.is_dir():
+    sys.path.append(str(CLIENTS))
 
 
 @pytest.fixture(scope="session", autouse=True)

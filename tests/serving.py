@@ -85,3 +85,35 @@ def running_server(
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+
+
+@contextmanager
+def serving_in_process(service) -> Iterator[str]:
+    """A loaded :class:`~judge.serve.service.JudgeService` behind the real app and uvicorn, in a thread of
+    this process, on a loopback port: for tests that must reach into the running service (a fault injected
+    into its engine). Yields the base URL; the server is stopped on exit."""
+    import threading
+
+    import uvicorn
+
+    from judge.serve.app import create_app
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    config = uvicorn.Config(create_app(service, load=False), log_level="warning", access_log=False)
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            raise AssertionError("the in-process server did not start")
+        time.sleep(0.02)
+    try:
+        yield url
+    finally:
+        server.should_exit = True
+        thread.join(30)
+        sock.close()

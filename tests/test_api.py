@@ -1,6 +1,7 @@
 """The public Python API: the README's example runs, and each call equals the command of its job."""
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -42,7 +43,9 @@ def test_public_names_are_importable_from_the_top():
         importlib.import_module(f"judge.{sub}")
     for name, module in judge._EXPORTS.items():
         assert getattr(judge, name) is getattr(importlib.import_module(module), name), name
-    assert set(judge.__all__) == {"__version__", *judge._EXPORTS}
+    assert set(judge.__all__) == {"__version__", *judge._EXPORTS} and len(judge.__all__) == len(
+        set(judge.__all__)
+    )
     assert judge.__version__ == version("judge")  # one version: the package metadata reads it
 
 
@@ -60,13 +63,24 @@ def test_judge_scores_in_memory_equal_judge_score(small_demo, tmp_path):
     cli = [json.loads(ln) for ln in (tmp_path / "out" / "scores.jsonl").read_text().splitlines()]
     cli = {(r["id"], r["criterion"]): r["score"] for r in cli if r["metric"] == "judge"}
 
-    scored = Judge.load("tiny", rubric="mmie", device="cpu").score(items, root=folder)
-    assert [s.id for s in scored] == [
-        s.id for s in sorted(scored, key=lambda s: [i["id"] for i in items].index(s.id))
-    ]
+    j = Judge.load("tiny", rubric="mmie", device="cpu")
+    results = j.score(items, root=folder)
+    # One result per item, in the items' order, with its family's criteria (overall last).
+    assert [r.id for r in results] == [i["id"] for i in items]
+    for r, item in zip(results, items, strict=True):
+        assert list(r.criteria) == j.rubric.families[item["task"]].criterion_ids
+        assert r.ok and r.score == pytest.approx(cli[(r.id, "overall")], abs=1e-4)
+        assert r["text_quality" if item["task"] != "MSR" else "reasoning_clarity"].status == "ok"
+    # The flat records are one call away: the records judge-score writes.
+    scored = j.score_records(items, root=folder)
+    assert scored == [rec for r in results for rec in r.records]
     assert len(scored) == len(cli) > 0
     for s in scored:
         assert s.status == "ok" and s.score == pytest.approx(cli[(s.id, s.criterion)], abs=1e-4)
+    (only,) = j.score(items[:1], root=folder, criteria="overall")
+    assert list(only.criteria) == ["overall"] and only.score == pytest.approx(
+        cli[(only.id, "overall")], abs=1e-4
+    )
 
 
 def test_bad_items_name_their_position_and_field(tmp_path):
@@ -120,3 +134,32 @@ def test_train_score_and_report_through_the_api(small_demo, tmp_path):
     assert stats.n == rep.data.main_slice.n_items > 0 and -1 <= stats.spearman.value <= 1
     on_disk = json.loads((tmp_path / "report" / "report.json").read_text())
     assert on_disk["main"] == rep.data.main
+
+
+def test_type_checkers_see_the_public_names_and_their_signatures(tmp_path):
+    """``from judge import ...`` resolves for mypy to the real definitions (the names load lazily at run
+    time through a module ``__getattr__``, which alone would make every one of them ``Any``): a wrong use
+    is reported, a right one is not. The package ships ``py.typed``."""
+    assert (ROOT / "judge" / "py.typed").is_file()
+    (tmp_path / "snippet.py").write_text(
+        "from judge import ItemScores, Judge, reward_function, score_files\n"
+        "scorer: Judge = Judge.load('tiny', rubric='mmie')\n"
+        "results: list[ItemScores] = scorer.score([])\n"
+        "first: float | None = results[0].score\n"
+        "reward = reward_function(scorer, task='SA')\n"
+        "bad: int = score_files\n"
+    )
+    heavy = (
+        "torch,transformers,peft,trl,accelerate,datasets,scipy,sklearn,pandas,matplotlib,numpy,pyarrow,ray"
+    )
+    (tmp_path / "mypy.ini").write_text(
+        "[mypy]\nignore_missing_imports = True\nfollow_imports = silent\n"
+        f"[mypy-{','.join(m + '.*' for m in heavy.split(','))}]\nfollow_imports = skip\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-m", "mypy", "--config-file", "mypy.ini", "--no-incremental", "snippet.py"],
+        cwd=tmp_path, env={**os.environ, "MYPYPATH": str(ROOT)}, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    errors = [line for line in run.stdout.splitlines() if ": error:" in line]
+    assert len(errors) == 1 and errors[0].startswith("snippet.py:6:"), run.stdout
+    assert "def score_files(" in errors[0]

@@ -186,20 +186,26 @@ def test_change_cell_mean_shares_interval_and_verdicts():
 
 
 @pytest.mark.parametrize(
-    ("expect", "ci", "want"),
+    ("expect", "ci", "change", "want"),
     [
-        ("fall", [-0.5, -0.1], "sensitive"),
-        ("fall", [-0.5, 0.1], "blind"),
-        ("fall", [0.1, 0.5], "rewarded"),
-        ("not_rise", [-0.5, -0.1], "falls"),
-        ("not_rise", [-0.1, 0.1], "steady"),
-        ("not_rise", [0.1, 0.5], "rewarded"),
-        (None, [0.1, 0.5], "rises"),
-        ("fall", None, "n/a"),
+        ("fall", [-0.5, -0.1], -0.3, "sensitive"),
+        ("fall", [-0.5, 0.1], -0.2, "blind"),
+        ("fall", [0.1, 0.5], 0.3, "rewarded"),
+        ("not_rise", [-0.5, -0.1], -0.3, "falls"),
+        ("not_rise", [-0.1, 0.1], 0.0, "steady"),
+        ("not_rise", [0.1, 0.5], 0.3, "rewarded"),
+        (None, [0.1, 0.5], 0.3, "rises"),
+        ("fall", None, None, "n/a"),
+        # Certain but negligible (below 0.06 on a 0-6 scale): no verdict of a change, as in the demo's
+        # "rewarded" on +0.00 [+0.00, +0.01] before an effect size was asked for.
+        ("fall", [0.001, 0.009], 0.004, "blind"),
+        ("not_rise", [0.001, 0.009], 0.004, "steady"),
+        ("fall", [-0.05, -0.01], -0.03, "blind"),
+        (None, [-0.05, -0.01], -0.03, "steady"),
     ],
 )
-def test_verdict_table(expect, ci, want):
-    assert verdict(expect, ci) == want
+def test_verdict_table(expect, ci, change, want):
+    assert verdict(expect, ci, change, min_effect=0.06) == want
 
 
 # ----------------------------------------------------------------------------- the command
@@ -256,6 +262,14 @@ def test_audit_writes_its_files_and_the_numbers_come_from_the_scores(audited):
     assert (audited / "audit.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert data["n_items"] == 18 and data["n_questions"] == 6
     assert [p["name"] for p in data["perturbations"]] == list(PERTURBATIONS)
+    # Columns say which families' items a criterion pools; verdicts ask for a change of a stated size.
+    assert data["criterion_families"]["text_quality"] == ["SA", "PBL"]
+    assert data["criterion_families"]["final_answer_accuracy"] == ["MSR"]
+    assert data["settings"]["min_effect"] == {"judge": 0.06}
+    assert "at least 0.06 (judge)" in md
+    for c in data["cells"]:
+        if c["verdict"] in ("sensitive", "rewarded", "falls", "rises"):
+            assert abs(c["change"]) >= 0.06, c
     for name in PERTURBATIONS:
         assert f"`{name}`" in md
     # Recompute one cell from the per-item records by hand.

@@ -599,7 +599,7 @@ def test_mmie_native_record_with_missing_image(data, mmie):
     path = write_lines(data / "mmie.jsonl", [record("r1"), native])
     with pytest.raises(InvalidRecordsError) as exc:
         load_annotations(path, rubric=mmie)
-    err = only_error(exc, path, 2, "response[1].image", "gone.png", "does not exist")
+    err = only_error(exc, path, 2, "answer (read as response[1].image)", "gone.png", "does not exist")
     assert err.record_id == "SA_7_2"
 
 

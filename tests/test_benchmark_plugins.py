@@ -198,7 +198,14 @@ def test_toy_benchmark_module_is_read_scored_and_summarised_by_judge_score(toy, 
     # The built-in benchmark beside it is scored as before.
     mmra = [r for r in summary["metrics"] if r["metric"] == "mmra.disagreements"]
     assert [r["value"] for r in mmra] == [2]
-    assert "| toy | m | official | task | animals | toy.exact | 50.000 |" in capsys.readouterr().out
+    # A plugin's rows are summary rows like the built-in ones: every level in summary.md, the overall ones
+    # on the console.
+    assert (
+        "| toy | m | official | task | animals | toy.exact | 50.000 |"
+        in (tmp_path / "auto" / "summary.md").read_text()
+    )
+    console = [line.split() for line in capsys.readouterr().out.splitlines()]
+    assert any(row[:4] == ["toy", "m", "official", "toy.exact"] for row in console), console
 
     # Named explicitly, the plugin's format is a --format choice like the built-in ones.
     assert "toy" in FORMATS

@@ -1,4 +1,4 @@
-"""Every misuse of the four commands is a one-line error naming the option or file: non-zero exit, no
+"""Every misuse of the commands is a one-line error naming the option or file: non-zero exit, no
 traceback, and nothing already written is lost (each case points its outputs at a folder a good run filled)."""
 
 from __future__ import annotations
@@ -10,9 +10,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import judge_bench_data as D
 import pytest
 
 from judge.cli import data_main
+from judge.cli.bench import main as bench_main
 from judge.cli.report import main as report_main
 from judge.cli.score import main as score_main
 from judge.cli.train import main as train_main
@@ -22,6 +24,7 @@ MAINS = {
     "judge-data": data_main,
     "judge-train": train_main,
     "judge-report": report_main,
+    "judge-bench": bench_main,
 }
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -70,7 +73,33 @@ def ws(small_demo, tmp_path_factory) -> dict[str, Path]:
     train_out = root / "train_out"
     (train_out / "data").mkdir(parents=True)
     (train_out / "data" / "keep.txt").write_text("earlier work")
+    vlrb, outs = D.write_vlrb(root / "vlrb")
+    vlrb_outputs = D.write_outputs(root / "vlrb" / "outputs.jsonl", outs)
+    (root / "vlrb" / "bad_outputs.jsonl").write_text(
+        '{"id": "vlfeedback_0", "p_first_better": 0.4}\n{"id": "x"}\n'
+    )
+    bench_out = root / "bench_out"
+    assert (
+        bench_main(
+            [
+                "vl-rewardbench",
+                str(vlrb),
+                "--judge-outputs",
+                str(vlrb_outputs),
+                "--out",
+                str(bench_out),
+                "--bootstrap",
+                "10",
+            ]
+        )
+        == 0
+    )
+    mmrb, _ = D.write_mmrb(root / "mmrb")
     return {
+        "vlrb": vlrb,
+        "vlrb_outputs": vlrb_outputs,
+        "mmrb": mmrb,
+        "bench_out": bench_out,
         "root": root,
         "human": human,
         "empty": data / "empty.jsonl",
@@ -143,6 +172,8 @@ CASES = [
     # model and pointing to the demo config.
     ("judge-train", "--config rubric6 --set output_dir={train_out}", "OpenGVLab/InternVL3-2B-hf"),
     ("judge-train", "--config rubric6 --set output_dir={train_out}", "--config demo"),
+    ("judge-train", "--config rubric6 --set output_dir={train_out}", "--set model.path=DIR"),
+    ("judge-train", "--config rubric6 --set output_dir={train_out}", "hf download OpenGVLab/InternVL3-2B-hf"),
     (
         "judge-train",
         "--config demo --set output_dir={train_out} --set data.annotations=[{root}]",
@@ -172,6 +203,45 @@ CASES = [
     ),
     ("judge-report", "--human {human} --clip-model tiny --device cuda --out {report_out}", "device 'cuda'"),
     ("judge-report", "--scores tiny={score_out}/scores.jsonl --out {report_out}", "--human"),
+    ("judge-bench", "no-such-bench {vlrb} --judge-outputs {vlrb_outputs} --out {bench_out}", "no-such-bench"),
+    ("judge-bench", "vl-rewardbench {vlrb} --out {bench_out}", "--judge-outputs"),
+    (
+        "judge-bench",
+        "vl-rewardbench {vlrb} --judge tiny --judge-outputs {vlrb_outputs} --out {bench_out}",
+        "--judge",
+    ),
+    (
+        "judge-bench",
+        "vl-rewardbench {root}/missing.jsonl --judge-outputs {vlrb_outputs} --out {bench_out}",
+        "missing.jsonl",
+    ),
+    (
+        "judge-bench",
+        "vl-rewardbench {vlrb} --judge-outputs {root}/vlrb/bad_outputs.jsonl --out {bench_out}",
+        "bad_outputs.jsonl:2",
+    ),
+    (
+        "judge-bench",
+        "vl-rewardbench {mmrb} --judge-outputs {vlrb_outputs} --out {bench_out}",
+        "all_data.json:",
+    ),
+    (
+        "judge-bench",
+        "vl-rewardbench {vlrb} --judge-outputs {vlrb_outputs} --bootstrap 5 --out {bench_out}",
+        "--bootstrap",
+    ),
+    ("judge-bench", "vl-rewardbench {vlrb} --judge tiny --rubric mmie --out {bench_out}", "--task"),
+    ("judge-bench", "vl-rewardbench {vlrb} --judge tiny --rubric mmie --task XX --out {bench_out}", "--task"),
+    (
+        "judge-bench",
+        "vl-rewardbench {vlrb} --judge tiny --rubric mmie --task SA --criterion nope --out {bench_out}",
+        "--criterion",
+    ),
+    (
+        "judge-bench",
+        "vl-rewardbench {vlrb} --judge tiny --rubric mmie --task SA --root {root} --out {bench_out}",
+        "--root",
+    ),
 ]
 
 
@@ -180,7 +250,7 @@ CASES = [
 )
 def test_misuse_is_one_clear_line_and_loses_nothing(ws, command, args, names, capsys):
     argv = args.format(**ws).split()
-    guarded = [ws[k] for k in ("score_out", "report_out", "demo_out", "train_out")]
+    guarded = [ws[k] for k in ("score_out", "report_out", "demo_out", "train_out", "bench_out")]
     before = [snapshot(f) for f in guarded]
     try:
         code = MAINS[command](argv)

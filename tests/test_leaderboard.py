@@ -321,7 +321,14 @@ def test_judge_score_writes_the_leaderboard_of_its_records(tmp_path, capsys):
     ]
     assert main(args) == 0
     printed = capsys.readouterr().out
-    assert "## Leaderboard" in printed and "leaderboard_png" in printed and "win_rates_csv" in printed
+    assert (
+        "leaderboard, mmie, all tasks:" in printed
+        and "leaderboard_png" in printed
+        and "win_rates_csv" in printed
+    )
+    # The console gets a short plain-text summary (every table is in summary.md), without Markdown marks.
+    assert "#" not in printed and "| ---" not in printed and len(printed.splitlines()) < 30, printed
+    assert "## Leaderboard" in (out / "summary.md").read_text()
     scores = [json.loads(x) for x in (out / "scores.jsonl").read_text().splitlines()]
     overall = {
         (r["task"], r["id"], r["model"]): r["score"]

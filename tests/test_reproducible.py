@@ -57,13 +57,13 @@ def test_an_items_scores_do_not_move_with_its_batch(dtype):
     default = judge.Judge.load("tiny", rubric="mmie", dtype=dtype)
     assert repro.provenance["reproducible"] is True and "reproducible" not in default.provenance
 
-    alone = {k: v for it in items for k, v in by_key(repro.score([it], root=root)).items()}
-    together = by_key(repro.score(items, root=root))
+    alone = {k: v for it in items for k, v in by_key(repro.score_records([it], root=root)).items()}
+    together = by_key(repro.score_records(items, root=root))
     assert unequal(alone, together) == 0
     # Other packings: one response per forward pass, a budget that splits nothing, the items reversed.
     small = judge.Judge.load("tiny", rubric="mmie", dtype=dtype, reproducible=True, batch_size=1)
-    assert unequal(alone, by_key(small.score(items, root=root))) == 0
-    assert unequal(alone, by_key(repro.score(items[::-1], root=root))) == 0
+    assert unequal(alone, by_key(small.score_records(items, root=root))) == 0
+    assert unequal(alone, by_key(repro.score_records(items[::-1], root=root))) == 0
 
     # A subset of the criteria (what a resumed run or a /v1/score request with `criteria` asks for).
     rec = repro.engine  # the engine behind the API
@@ -80,8 +80,8 @@ def test_an_items_scores_do_not_move_with_its_batch(dtype):
 
     # The default mode packs items together: the same items differ in their last bits (so the checks above
     # could fail), by little.
-    d_alone = {k: v for it in items for k, v in by_key(default.score([it], root=root)).items()}
-    d_together = by_key(default.score(items, root=root))
+    d_alone = {k: v for it in items for k, v in by_key(default.score_records([it], root=root)).items()}
+    d_together = by_key(default.score_records(items, root=root))
     assert unequal(d_alone, d_together) > 0
     assert max(abs(d_alone[k] - d_together[k]) for k in d_alone) < (1e-5 if dtype == "float32" else 0.02)
     if dtype == "float32":  # in float32 the reproducible path is the default computation, item by item
@@ -110,7 +110,7 @@ def test_judge_score_shards_and_judge_serve_give_the_same_bits(tmp_path):
     common = ["--judge", "tiny", "--rubric", "mmie", "--dtype", "bfloat16", "--reproducible", "--no-progress"]
 
     api = judge.Judge.load("tiny", rubric="mmie", dtype="bfloat16", reproducible=True)
-    want = {k: v for it in items for k, v in by_key(api.score([it], root=data)).items()}
+    want = {k: v for it in items for k, v in by_key(api.score_records([it], root=data)).items()}
 
     runs = {
         "batch 16": ["--batch-size", "16"],

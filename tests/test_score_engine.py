@@ -236,7 +236,7 @@ def test_scoring_passes_no_argument_transformers_deprecated(records, dtype):
         j = judge.Judge.load("tiny", rubric="mmie", dtype=dtype, **options)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            assert len(j.score(records[:2])) == 14
+            assert len(j.score_records(records[:2])) == 14
         deprecations = [
             str(w.message) for w in caught if issubclass(w.category, DeprecationWarning | FutureWarning)
         ]
@@ -244,7 +244,7 @@ def test_scoring_passes_no_argument_transformers_deprecated(records, dtype):
     j = judge.Judge.load("tiny", rubric="mmie", dtype=dtype, rationale=True, max_new_tokens=3)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        j.score(records[:1])
+        j.score_records(records[:1])
     deprecations = [
         str(w.message) for w in caught if issubclass(w.category, DeprecationWarning | FutureWarning)
     ]

@@ -124,8 +124,68 @@ def test_a_prompt_that_only_resembles_the_rubric_is_a_plain_conversation(client)
     messages = judge_chat_messages("mmie", demo_item("SA"), "text_quality", root=DEMO)
     last = messages[0]["content"][-1]
     last["text"] = last["text"].replace("Anchor levels", "Levels")
-    r = client.chat.completions.create(model=MODEL, messages=messages, max_tokens=2)
-    assert "judge" not in (r.model_extra or {})  # generated, not read as a score
+    raw = client.chat.completions.with_raw_response.create(model=MODEL, messages=messages, max_tokens=2)
+    r = raw.parse()
+    # Generated, not read as a score, and marked so: "judge": null and the header.
+    assert (r.model_extra or {})["judge"] is None and raw.headers["x-judge-scored"] == "false"
+
+
+def test_a_scored_reply_is_marked_and_a_leading_system_message_keeps_the_match(server, client):
+    item = demo_item("PBL")
+    messages = judge_chat_messages("mmie", item, "overall", root=DEMO)
+    ref = v1_score(server, item, "overall")
+    system = {"role": "system", "content": "You are a careful evaluator. Answer with the score only."}
+    for msgs in (messages, [system, *messages]):
+        raw = client.chat.completions.with_raw_response.create(model=MODEL, messages=msgs, max_tokens=1)
+        assert raw.headers["x-judge-scored"] == "true"
+        assert abs((raw.parse().model_extra or {})["judge"]["expected"] - ref["score"]) < TOL
+
+
+def test_models_retrieve_and_several_served_names(tmp_path):
+    """The openai client's models.retrieve(id) (a 404 in FastAPI's shape before), and a harness's default
+    model name mapped to the judge on purpose with a second --served-name."""
+    args = [
+        "--judge",
+        "tiny",
+        "--rubric",
+        "mmie",
+        "--served-name",
+        "judge",
+        "--served-name",
+        "gpt-4o-2024-11-20",
+    ]
+    with running_server(args, tmp_path) as s:
+        c = OpenAI(base_url=s.url + "/v1", api_key="unused", max_retries=0, timeout=60)
+        assert [m.id for m in c.models.list()] == ["judge", "gpt-4o-2024-11-20"]
+        assert c.models.retrieve("gpt-4o-2024-11-20").id == "gpt-4o-2024-11-20"
+        with pytest.raises(openai.NotFoundError) as e:
+            c.models.retrieve("gpt-4")
+        assert e.value.code == "model_not_found" and "'judge'" in e.value.message
+        r = c.chat.completions.create(
+            model="gpt-4o-2024-11-20", messages=[{"role": "user", "content": "hi"}], max_tokens=1
+        )
+        assert r.model == "gpt-4o-2024-11-20"
+
+
+def test_judge_only_and_greedy_sampling(tmp_path):
+    args = ["--judge", "tiny", "--rubric", "mmie", "--image-root", str(DEMO), "--chat", "judge-only"]
+    args += ["--sampling", "greedy"]
+    with running_server(args, tmp_path) as s:
+        c = OpenAI(base_url=s.url + "/v1", api_key="unused", max_retries=0, timeout=60)
+        with pytest.raises(openai.UnprocessableEntityError) as e:
+            c.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Rate this 1-10."}])
+        assert "judge_chat_messages" in e.value.message and e.value.code == "not_a_judge_prompt"
+        messages = judge_chat_messages("mmie", demo_item("SA"), "overall", root=DEMO)
+        greedy = c.chat.completions.with_raw_response.create(model=MODEL, messages=messages, temperature=0)
+        sampled = c.chat.completions.with_raw_response.create(
+            model=MODEL, messages=messages, temperature=1, top_p=0.9, n=1
+        )
+        assert "x-judge-sampling" not in greedy.headers
+        assert sampled.headers["x-judge-sampling"] == "greedy (temperature 1, top_p 0.9 decoded greedily)"
+        a, b = (greedy.parse().model_extra or {})["judge"], (sampled.parse().model_extra or {})["judge"]
+        assert a == b  # the same reading, whatever the sampling settings said
+        with pytest.raises(openai.UnprocessableEntityError):
+            c.chat.completions.create(model=MODEL, messages=messages, n=2)
 
 
 def test_logprobs_of_generation(client):
@@ -211,6 +271,7 @@ def test_refusals_name_the_field_and_the_server_keeps_serving(client, options, c
 
 def test_models_lists_the_served_id(client):
     assert [m.id for m in client.models.list()] == [MODEL]
+    assert client.models.retrieve(MODEL).id == MODEL
 
 
 def test_readme_openai_example_runs_as_written(tmp_path):

@@ -223,7 +223,7 @@ def rejected_429(server) -> float:
 def test_a_full_queue_is_retried_until_every_item_is_scored(other):
     items = demo_items(2)
     with JudgeClient(other.url, api_key=KEY, concurrency=4, backoff=0.2) as client:
-        recs = client.score(items, root=DEMO)
+        recs = client.score_records(items, root=DEMO)
     assert [(r.id, r.criterion) for r in recs if r.criterion == "overall"] == [
         (x["id"], "overall") for x in items
     ]
@@ -249,10 +249,10 @@ def test_client_scores_equal_judge_scores(server):
     }
     items.append({**items[0], "id": "other-family", "task": "XYZ"})
     judge = Judge.load("tiny", rubric="mmie", device="cpu")
-    want = judge.score(items, root=DEMO)
+    want = judge.score_records(items, root=DEMO)
     with JudgeClient(server.url) as client:
-        got = client.score(items, root=DEMO)
-        overall = client.score(items, criteria=["overall"], root=DEMO)
+        got = client.score_records(items, root=DEMO)
+        overall = client.score_records(items, criteria=["overall"], root=DEMO)
     assert [(r.id, r.criterion) for r in got] == [(r.id, r.criterion) for r in want]
     for g, w in zip(got, want, strict=True):
         assert_same_score(g.model_dump(), w.model_dump())

@@ -17,8 +17,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-
-from tests.serving import REPO, running_server, server_env
+from serving import REPO, running_server, server_env
 
 DEMO = REPO / "annotations" / "demo"
 ITEM_IDS = ("sa-000-r0", "pbl-000-r0", "msr-000-r0")  # one per task family, 2 or 3 images each
@@ -68,7 +67,7 @@ def test_two_replicas_serve_the_same_scores_and_stop_clean(tmp_path):
     with running_server(args, tmp_path, env=env, wait_ready=False) as server:
         # The reference scores, from the judge in memory, while Ray starts.
         judge = Judge.load("tiny", rubric="mmie", device="cpu")
-        expected = {(r.id, r.criterion): r.score for r in judge.score(items, root=DEMO)}
+        expected = {(r.id, r.criterion): r.score for r in judge.score_records(items, root=DEMO)}
         assert len(expected) > len(items) and all(v is not None for v in expected.values())
 
         deadline = time.monotonic() + 180

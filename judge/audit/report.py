@@ -7,11 +7,13 @@ original and perturbed copies both got a score. Over the pairs:
   ``bootstrap`` resamples of *questions* (responses to one question move together, as in judge-report);
 * ``fell`` / ``rose``: the share of pairs whose score fell / rose by more than :data:`TOL` (numerical
   noise of batching is far below it);
-* ``verdict``, from the interval and what a human would expect of the criterion (see
-  :mod:`judge.audit.perturb`):
+* ``verdict``, from the interval, the size of the change and what a human would expect of the criterion
+  (see :mod:`judge.audit.perturb`). A change counts only when its interval excludes 0 **and** the mean
+  change is at least ``min_effect`` (:data:`MIN_EFFECT_SHARE` of the scorer's scale range: 0.06 on a 0-6
+  scale); a change that is certain but negligible counts as none:
 
   ========================  ==========================  =====================  ==================
-  expected                  interval entirely below 0   contains 0             entirely above 0
+  expected                  a fall (below 0, large)     no change              a rise (above 0, large)
   ========================  ==========================  =====================  ==================
   ``fall``                  **sensitive**               **blind**              **rewarded**
   ``not_rise``              falls                       steady                 **rewarded**
@@ -37,11 +39,13 @@ from pydantic import Field
 from judge.core.atomic import atomic_write, write_json
 from judge.core.rubric import OVERALL
 from judge.core.schema import StrictModel
+from judge.core.tables import md_table
 from judge.eval.bootstrap import ClusterBootstrap, percentile_interval, seeded_rng
-from judge.scoring.summary import md_table
 
 #: A score change smaller than this (scale points) counts as neither a fall nor a rise.
 TOL = 1e-3
+#: The smallest mean change a verdict counts, as a share of the scorer's scale range (0.06 on 0-6).
+MIN_EFFECT_SHARE = 0.01
 
 Verdict = Literal["sensitive", "blind", "rewarded", "steady", "falls", "rises", "n/a"]
 #: the marks the heatmap and the tables put beside a verdict
@@ -97,6 +101,8 @@ class AuditData(StrictModel):
     perturbations: list[PerturbationInfo]
     scorers: list[str]
     criteria: list[str]  #: overall first, then the rubric's criteria in order
+    #: the task families each criterion belongs to (a criterion shared by families pools their items)
+    criterion_families: dict[str, list[str]] = Field(default_factory=dict)
     cells: list[AuditCell]
 
     def cell(self, scorer: str, perturbation: str, criterion: str) -> AuditCell | None:
@@ -106,16 +112,22 @@ class AuditData(StrictModel):
         return None
 
 
-def verdict(expect: str | None, ci: Sequence[float] | None) -> Verdict:
-    """The verdict of an interval of the change under an expectation (the module doc's table)."""
+def verdict(
+    expect: str | None, ci: Sequence[float] | None, change: float | None = None, min_effect: float = 0.0
+) -> Verdict:
+    """The verdict of a mean ``change`` and its interval under an expectation (the module doc's table): a
+    fall or rise needs the interval off 0 and ``|change| >= min_effect``."""
     if ci is None:
         return "n/a"
     lo, hi = ci
+    size = abs(change) if change is not None else math.inf
+    fell = hi < 0 and size >= min_effect
+    rose = lo > 0 and size >= min_effect
     if expect == "fall":
-        return "sensitive" if hi < 0 else "rewarded" if lo > 0 else "blind"
-    if hi < 0:
+        return "sensitive" if fell else "rewarded" if rose else "blind"
+    if fell:
         return "falls"
-    if lo > 0:
+    if rose:
         return "rewarded" if expect == "not_rise" else "rises"
     return "steady"
 
@@ -131,9 +143,10 @@ def change_cell(
     *,
     n_boot: int,
     seed: int,
+    min_effect: float = 0.0,
 ) -> AuditCell:
     """The cell of paired scores (``original[i]`` and ``perturbed[i]`` of one item, of question
-    ``questions[i]``); see the module doc."""
+    ``questions[i]``); see the module doc (``min_effect``: the smallest change a verdict counts)."""
     n = len(original)
     cell = AuditCell(
         scorer=scorer,
@@ -158,7 +171,7 @@ def change_cell(
         w = plan.weights(questions)
         means = (w @ d) / w.sum(axis=1)  # every resample draws at least one question, so no row is empty
         cell.ci = percentile_interval(means)
-    cell.verdict = verdict(expect, cell.ci)
+    cell.verdict = verdict(expect, cell.ci, cell.change, min_effect)
     return cell
 
 
@@ -284,15 +297,31 @@ def render_markdown(data: AuditData, plot: str | None = None) -> str:
         "",
         "- **change**: mean of (perturbed - original) score, in scale points; **fell** / **rose**: share of "
         f"pairs whose score moved down / up by more than {TOL:g}.",
-        "- **sensitive** ✓: a human expects the score to fall and the whole interval is below 0.",
-        "- **blind** ✗: a human expects a fall and the interval contains 0: the judge does not see the change.",
+        "- A score **falls** or **rises** when the whole interval is below or above 0 and the mean change is at "
+        f"least {_effect(data)} (a certain but negligible change counts as none).",
+        "- **sensitive** ✓: a human expects the score to fall, and it falls.",
+        "- **blind** ✗: a human expects a fall and there is none: the judge does not see the change.",
         "- **rewarded** ↑!: the score rises where a human expects it to fall or at least not to rise.",
-        "- **steady** / **falls** / **rises**: no expectation was violated (or none is stated); reported only.",
+        "- **falls** ↓ / **rises** ↑ / **steady**: where no fall is expected (or none is stated); reported, not "
+        "judged.",
         "- Expectations are set per criterion by its id (image criteria, relevance criteria): see "
         "`judge.audit.perturb` and the JSON's `perturbations[].expect`.",
         "",
     ]
     return "\n".join(lines)
+
+
+def _effect(data: AuditData) -> str:
+    effect = data.settings.get("min_effect") or {}
+    return ", ".join(f"{v:g} ({k})" for k, v in effect.items()) or "0"
+
+
+def _column(data: AuditData, criterion: str) -> str:
+    """A heatmap column's label: the criterion and the families whose items it pools."""
+    fams = data.criterion_families.get(criterion)
+    if criterion == OVERALL or not fams:
+        return criterion
+    return f"{criterion}\n({', '.join(fams)})"
 
 
 # ----------------------------------------------------------------------------- heatmap
@@ -343,11 +372,18 @@ def heatmap(data: AuditData, path: str | Path) -> Path | None:
                     va="center",
                     fontsize=7,
                 )
-        ax.set_xticks(range(len(cols)), cols, rotation=45, ha="right", fontsize=7)
+        ax.set_xticks(range(len(cols)), [_column(data, c) for c in cols], rotation=45, ha="right", fontsize=7)
         ax.set_yticks(range(len(rows)), rows, fontsize=8)
-        ax.set_title(scorer, fontsize=9)
-        fig.colorbar(im, ax=ax, shrink=0.8, label="mean change")
-    fig.suptitle("Score change under each perturbation (✓ sensitive, ✗ blind, ↑! rewarded)", fontsize=9)
+        j = data.judge
+        title = f"judge {j.get('source')} (rubric {j.get('rubric')})" if scorer == "judge" else "CLIPScore"
+        ax.set_title(title, fontsize=9)
+        fig.colorbar(im, ax=ax, shrink=0.8, label="mean change (perturbed - original)")
+    fig.suptitle(
+        "Score change under each perturbation. Where a human expects a fall: ✓ sensitive (it falls), ✗ blind "
+        "(it does not), ↑! rewarded (it rises).\nWhere none is expected: ↓ falls, ↑ rises, unmarked steady. "
+        f"A fall or rise needs its 95% interval off 0 and a mean change of at least {_effect(data)}.",
+        fontsize=8,
+    )
     return _save(fig, path)
 
 

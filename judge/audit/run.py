@@ -28,10 +28,11 @@ from typing import Any
 
 from judge.audit.config import AuditConfig
 from judge.audit.perturb import PERTURBATIONS, Context, Perturbation
-from judge.audit.report import AuditData, PerturbationInfo, change_cell, write_outputs
+from judge.audit.report import MIN_EFFECT_SHARE, AuditData, PerturbationInfo, change_cell, write_outputs
 from judge.core.errors import JudgeError
 from judge.core.rubric import OVERALL, Rubric
 from judge.core.schema import PredictionRecord
+from judge.eval.clipscore import WEIGHT as CLIP_WEIGHT
 from judge.scoring.engine import (
     JudgeEngine,
     load_judge_model,
@@ -240,6 +241,11 @@ def _analyse(
         dict.fromkeys(c for fam in rubric.families.values() for c in fam.criterion_ids if c != OVERALL)
     )
     scorers = ["judge", *(["clipscore"] if cfg.clip_model else [])]
+    # A verdict counts a change of at least this many scale points (CLIPScore's scale is 0..2.5).
+    min_effect = {
+        "judge": MIN_EFFECT_SHARE * (rubric.scale.max - rubric.scale.min),
+        "clipscore": MIN_EFFECT_SHARE * CLIP_WEIGHT,  # CLIP-S is 2.5 x a cosine clipped at 0
+    }
     applied = Counter(v.name for v in versions)
     cells = []
     infos = []
@@ -271,8 +277,17 @@ def _analyse(
                 expect = p.overall if crit in (OVERALL, "clipscore") else p.expect(crit)
                 cells.append(
                     change_cell(
-                        scorer, name, crit, expect, orig, pert, qs, n_boot=cfg.bootstrap, seed=cfg.seed
-                    )
+                        scorer,
+                        name,
+                        crit,
+                        expect,
+                        orig,
+                        pert,
+                        qs,
+                        n_boot=cfg.bootstrap,
+                        seed=cfg.seed,
+                        min_effect=min_effect[scorer],
+                    )  # fmt: skip
                 )
     return AuditData(
         judge={
@@ -289,6 +304,7 @@ def _analyse(
             "clip_model": cfg.clip_model,
             "limit": cfg.limit,
             "files": inputs,
+            "min_effect": {k: round(v, 6) for k, v in min_effect.items() if k in scorers},
         },
         n_items=len(records),
         n_questions=len({question_of(r) for r in records}),
@@ -296,5 +312,8 @@ def _analyse(
         perturbations=infos,
         scorers=scorers,
         criteria=criteria,
+        criterion_families={
+            c: [fam for fam, f in rubric.families.items() if c in f.criterion_ids] for c in criteria
+        },
         cells=cells,
     )

@@ -18,6 +18,9 @@ the ``judge.benchmarks`` entry point group. See "Adding a benchmark" in docs/ben
 
 # The built-in benchmarks: importing a module registers it (a new benchmark adds its module here).
 from judge.benchmarks import milebench, mmie, mmra  # noqa: F401
+
+# The built-in judge benchmarks (judge-bench), registered the same way.
+from judge.benchmarks import mllm_judge, mm_rewardbench, vl_rewardbench  # noqa: F401  # isort: skip
 from judge.benchmarks.base import (
     ENTRY_POINT_GROUP,
     REGISTRY,

@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
         from judge.audit.config import AuditConfig
         from judge.audit.report import HEADLINE_HEADERS, headline_rows
         from judge.audit.run import run_audit
-        from judge.eval.report import text_table
+        from judge.core.tables import text_table
 
         with flags_in_warnings(parser):
             result = run_audit(settings_from(args, AuditConfig))

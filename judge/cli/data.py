@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 import time
@@ -27,7 +28,7 @@ def build_parser() -> Parser:
     """``judge-data`` and its subcommands' options."""
     p = Parser(
         prog="judge-data",
-        description="Annotations in, SFT data out: validate, build, rubric show, demo, tiny-model.",
+        description="Annotations in, SFT data out: validate, build, rubric show, sample, demo, tiny-model.",
     )
     sub = p.add_subparsers(dest="cmd", required=True)
 
@@ -91,6 +92,22 @@ def build_parser() -> Parser:
         "--n-questions", type=positive_int, default=250, help="questions (3 responses each; default: 250)"
     )
 
+    sm = sub.add_parser(
+        "sample",
+        help="a random share of a JSON Lines file's records (e.g. the responses to have labelled for "
+        "judge-score --labels)",
+    )
+    sm.add_argument("file", help="a JSON Lines file (.jsonl): predictions or annotations")
+    sm.add_argument(
+        "--fraction", type=_fraction, required=True, help="share of the records to keep, in (0, 1]"
+    )
+    sm.add_argument("--seed", type=nonnegative_int, default=0, help="random seed (default: 0)")
+    sm.add_argument(
+        "--out",
+        help="output file (default: beside the input, <stem>-sample<percent>.jsonl, where relative image "
+        "paths still resolve)",
+    )
+
     t = sub.add_parser("tiny-model", help="save the seeded tiny InternVL scorer to a folder")
     t.add_argument("--out", required=True, help="output folder")
     t.add_argument("--seed", type=nonnegative_int, default=0, help="random seed of the weights (default: 0)")
@@ -110,6 +127,8 @@ def _run(args) -> int:
         path = generate_demo(args.out, n_questions=args.n_questions, seed=args.seed)
         print(f"wrote {path}")
         return 0
+    if args.cmd == "sample":
+        return _sample(args)
     if args.cmd == "tiny-model":
         from judge.models.loading import save_tiny_scorer
 
@@ -155,6 +174,35 @@ def _build(args) -> int:
         check_model_source(str(source))
         processor = load_processor(str(source))
     build_sft_dataset(sections, processor, out_dir=args.out, config_path=args.config)
+    return 0
+
+
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"{text} is not in (0, 1]")
+    return value
+
+
+def _sample(args) -> int:
+    from pathlib import Path
+
+    from judge.core.atomic import atomic_write
+    from judge.data.split import sample_lines
+
+    src = Path(args.file)
+    lines, total = sample_lines(src, args.fraction, args.seed)
+    out = (
+        Path(args.out) if args.out else src.with_name(f"{src.stem}-sample{round(100 * args.fraction)}.jsonl")
+    )
+    if out.resolve() == src.resolve():
+        raise JudgeError(f"--out {out} is the input file; write the sample elsewhere")
+    with atomic_write(out) as f:
+        f.write("".join(ln + "\n" for ln in lines))
+    print(f"wrote {out}: {len(lines)} of {total} records (seed {args.seed})")
     return 0
 
 

@@ -34,6 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     try:
         from judge.eval.report import format_main_table, run_report
+        from judge.eval.report_calibration import format_calibration_summary, format_mmie_table
 
         with flags_in_warnings(parser):
             result = run_report(settings_from(args, ReportConfig))
@@ -55,6 +56,14 @@ def main(argv: list[str] | None = None) -> int:
             p = f"p = {st.p:.3f}" if st.p is not None else "p = -"
             diff = "-" if st.diff is None else f"{st.diff:+.3f}"
             print(f"  {pc.a} - {pc.b}: {diff} {ci}, {p} ({pc.n} items, {pc.n_questions} questions)")
+    mmie = format_mmie_table(data)
+    if mmie:
+        print("\nMMIE's agreement measures (main table's items; 95% intervals):\n")
+        print(mmie)
+    checks = format_calibration_summary(data.calibration, data.ppi)
+    if checks:
+        print("\nCalibration on held-out items, and prediction-powered means:")
+        print("\n".join(checks))
     if data.warnings:
         print("\nwarnings:")
         for w in data.warnings:

@@ -40,6 +40,7 @@ GROUPS = {
         "server_concurrency",
         "rubric",
         "force",
+        "calibration",
         "no_judge",
         "rationale",
         "max_new_tokens",
@@ -65,7 +66,7 @@ GROUPS = {
         "overwrite",
         "progress",
     ],
-    "summary": ["leaderboard_resamples", "leaderboard_seed"],
+    "summary": ["labels", "leaderboard_resamples", "leaderboard_seed"],
 }
 
 
@@ -107,12 +108,13 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def print_result(result: ScoreResult) -> None:
-    """The summary table and where the files went (what judge-score prints at the end)."""
-    from judge.scoring.summary import render_markdown
+    """A short plain-text summary and where the files went (every table is in summary.md)."""
+    from judge.scoring.summary import render_console
 
     if result.summary:
-        print(render_markdown(result.summary, compact=True))
-    print(f"wrote {result.written} new score records in {result.seconds:.1f} s")
+        print(render_console(result.summary))
+        print()
+    print(f"wrote {result.written} new score records in {result.seconds:.1f} s (every table: summary.md)")
     width = max((len(name) for name in result.files), default=0)
     for name, path in result.files.items():
         print(f"  {name:{max(width, 8)}s} {path}")

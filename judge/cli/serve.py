@@ -23,7 +23,18 @@ examples:
 
 GROUPS = {
     "judge": ["judge", "rubric", "force", "served_name", "device", "dtype", "quantization", "reproducible"],
-    "server": ["host", "port", "api_key", "image_root", "grace_s", "ray", "replicas"],
+    "chat": ["chat", "sampling"],
+    "reward": ["reward_task", "reward_criterion", "reward_scale", "reward_fallback"],
+    "server": [
+        "host",
+        "port",
+        "api_key",
+        "allow_unauthenticated",
+        "image_root",
+        "grace_s",
+        "ray",
+        "replicas",
+    ],
     "batching and limits": [
         "max_batch_tokens",
         "batch_size",
@@ -36,6 +47,7 @@ GROUPS = {
         "max_images",
         "max_image_bytes",
         "max_image_pixels",
+        "max_request_pixels",
         "max_tokens",
         "max_new_tokens",
     ],

@@ -43,6 +43,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--data", help="use this prebuilt SFT dataset folder (judge-data build) instead of building one"
     )
+    p.add_argument(
+        "--calibrate",
+        action="store_true",
+        help="then calibrate the judge on its validation split, as judge-calibrate --judge <output_dir>/judge "
+        "does: calibrated scores and 90%% conformal intervals from then on",
+    )
     args = p.parse_args(argv)
     setup_logging()
     try:
@@ -50,13 +56,23 @@ def main(argv: list[str] | None = None) -> int:
         from judge.train import train_judge
 
         with flags_in_warnings(p, CONFIG_SETTINGS):
-            train_judge(
+            result = train_judge(
                 args.config,
                 overrides=parse_overrides(args.overrides),
                 resume=args.resume,
                 merge=args.merge,
                 data_dir=args.data,
             )
+            if args.calibrate:
+                from judge.eval.calibration import format_calibration
+                from judge.eval.config import CalibrateConfig
+                from judge.scoring.calibrate import calibrate_judge
+
+                cal = calibrate_judge(
+                    CalibrateConfig(judge=str(result.judge_dir), progress=False)
+                ).calibration
+                if cal is not None:
+                    print("\n== calibration (judge-calibrate)\n" + format_calibration(cal))
     except JudgeError as e:
         return fail(e, p, CONFIG_SETTINGS)
     return 0

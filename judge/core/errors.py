@@ -42,12 +42,15 @@ class RecordError(JudgeError, ValueError):
         line: int | None = None,
         field: str | None = None,
         record_id: str | None = None,
+        code: str | None = None,
     ):
         self.message = message
         self.file = str(file) if file is not None else None
         self.line = line
         self.field = field
         self.record_id = record_id
+        #: what kind of problem, when a caller acts on it (``"too_large"``: an image over a size limit)
+        self.code = code
         super().__init__(str(self))
 
     @property
@@ -71,6 +74,15 @@ class RecordError(JudgeError, ValueError):
 
 class ImageError(JudgeError, ValueError):
     """An image that cannot be used: missing, corrupt, too large, outside its root, or a URL."""
+
+    #: the kind of problem, carried onto the :class:`RecordError` of the field that holds the image
+    code: str = "image"
+
+
+class ImageTooLarge(ImageError):
+    """An image over a byte or pixel limit (a service answers it with 413, not 422)."""
+
+    code = "too_large"
 
 
 class ConfigError(JudgeError, ValueError):

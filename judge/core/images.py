@@ -16,7 +16,7 @@ from pathlib import Path
 
 from PIL import Image
 
-from judge.core.errors import ImageError
+from judge.core.errors import ImageError, ImageTooLarge
 
 URL_RE = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://|^data:", re.ASCII)
 
@@ -75,6 +75,16 @@ def check_image_file(path: str, limits: ImageLimits = DEFAULT_LIMITS) -> tuple[i
     return size
 
 
+def image_size(path: str, limits: ImageLimits = DEFAULT_LIMITS) -> tuple[int, int]:
+    """(width, height) of an image from its header alone, after the existence, byte and pixel checks:
+    what a service checks before it spends a full decode on an image. Raises ``ImageError``
+    (``ImageTooLarge`` over a limit)."""
+    img = _open_header(path, limits)
+    size = img.size
+    img.close()
+    return size
+
+
 def open_image(path: str, limits: ImageLimits = DEFAULT_LIMITS) -> Image.Image:
     """Open an image as RGB, checking existence, byte and pixel limits and full decoding."""
     img = _decode(path, limits)
@@ -84,7 +94,8 @@ def open_image(path: str, limits: ImageLimits = DEFAULT_LIMITS) -> Image.Image:
     return rgb
 
 
-def _decode(path: str, limits: ImageLimits) -> Image.Image:
+def _open_header(path: str, limits: ImageLimits) -> Image.Image:
+    """The image opened lazily (header read, pixels not decoded) once it passed every check but decoding."""
     if is_url(path):
         raise ImageError(f"image {path!r} is a URL; fetching URLs is not supported here, download it first")
     if not os.path.exists(path):
@@ -95,23 +106,28 @@ def _decode(path: str, limits: ImageLimits) -> Image.Image:
     if size == 0:
         raise ImageError(f"image file {path!r} is empty")
     if size > limits.max_bytes:
-        raise ImageError(f"image file {path!r} is {size:,} bytes, over the limit of {limits.max_bytes:,}")
+        raise ImageTooLarge(f"image file {path!r} is {size:,} bytes, over the limit of {limits.max_bytes:,}")
     try:
         with warnings.catch_warnings():
             # PIL's own bomb guard warns before it errors; both become our error below.
             warnings.simplefilter("error", Image.DecompressionBombWarning)
             img = Image.open(path)
     except (Image.DecompressionBombError, Image.DecompressionBombWarning) as e:
-        raise ImageError(f"image file {path!r} refused as a decompression bomb: {e}") from None
+        raise ImageTooLarge(f"image file {path!r} refused as a decompression bomb: {e}") from None
     except Exception as e:  # PIL raises many types for unreadable files
         raise ImageError(f"image file {path!r} cannot be read as an image: {e}") from None
     w, h = img.size
     if w * h > limits.max_pixels:
         img.close()
-        raise ImageError(
+        raise ImageTooLarge(
             f"image file {path!r} is {w}x{h} = {w * h:,} pixels, over the limit of {limits.max_pixels:,} "
             "(possible decompression bomb; raise the limit if the image is genuine)"
         )
+    return img
+
+
+def _decode(path: str, limits: ImageLimits) -> Image.Image:
+    img = _open_header(path, limits)
     try:
         img.load()
     except Exception as e:

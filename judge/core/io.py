@@ -6,9 +6,15 @@ bad records are skipped and listed; otherwise :class:`InvalidRecordsError` is
 raised with all of them.
 
 Formats: JSON Lines (one record per line) and JSON (an array of records, or one
-record). Records are canonical (:mod:`judge.core.schema`) or MMIE's native form
-(``question``/``answer`` lists of ``{text, image}``, ``gt_answer``), detected per
-record.
+record). Records are in one of the forms of :data:`RECORD_FORMATS`: canonical
+(:mod:`judge.core.schema`) or MMIE's native form (``question``/``answer`` lists of
+``{text, image}``, ``gt_answer``), detected per record.
+
+Image references are checked in one place, :func:`_resolve_images`, on the canonical record after
+its form was read: every image segment of every content field (:func:`~judge.core.schema.content_fields`)
+goes through one :data:`ImageResolver`, whatever form or field carried it. The file loaders resolve
+inside the file's folder (or ``root``); ``judge-serve`` passes its own resolver (data URLs, paths under
+``--image-root`` only, size limits).
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -24,10 +30,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, ValidationError
 
 from judge.core.atomic import atomic_write
-from judge.core.errors import JudgeError, Location, RecordError
+from judge.core.errors import ImageError, JudgeError, Location, RecordError
 from judge.core.images import DEFAULT_LIMITS, ImageLimits, check_image_file, resolve_image
 from judge.core.rubric import Rubric
-from judge.core.schema import AnnotationRecord, ImageSegment, PredictionRecord
+from judge.core.schema import AnnotationRecord, ImageSegment, PredictionRecord, content_fields
 
 RecordFormat = Literal["auto", "canonical", "mmie"]
 _MMIE_FAMILY_RE = re.compile(r"(?<![A-Za-z])(SA|PBL|MSR)(?![A-Za-z])")
@@ -233,16 +239,92 @@ def from_mmie(obj: dict, kind: Literal["annotation", "prediction"]) -> dict:
         out.setdefault("benchmark", "mmie")
     # MMIE files carry fields of their own (category, field, ...): keep them under meta.
     model = AnnotationRecord if kind == "annotation" else PredictionRecord
-    extra = {k: out.pop(k) for k in list(out) if k not in model.model_fields}
-    if extra:
-        out["meta"] = {**(out.get("meta") or {}), **extra}
+    meta = out.get("meta") or {}
+    if isinstance(meta, dict):  # else the record's error names `meta` (and the extra fields)
+        extra = {k: out.pop(k) for k in list(out) if k not in model.model_fields}
+        if extra:
+            out["meta"] = {**meta, **extra}
     return out
+
+
+#: Maps a record's image reference to the local file the judge may open, or raises
+#: :class:`~judge.core.errors.ImageError` (the record's error names the field that held it).
+ImageResolver = Callable[[str], str]
+
+
+def root_resolver(
+    base_dir: str | Path, root: str | Path | None = None, allow_urls: bool = False
+) -> ImageResolver:
+    """The file loaders' resolver: relative paths from ``root`` (else ``base_dir``), never outside it
+    (:func:`~judge.core.images.resolve_image`)."""
+    return lambda ref: resolve_image(ref, base_dir, root=root, allow_urls=allow_urls)
+
+
+@dataclass(frozen=True)
+class RecordFormatSpec:
+    """A form of record the readers take and turn into the canonical record before any check.
+
+    ``image_fields``: the record's own fields that may carry images, and ``renamed`` the canonical
+    field each becomes where the name changes (errors name both). ``example(field, ref)``: a minimal
+    prediction record of this form with the image ``ref`` in ``field``; the path-containment tests are
+    generated from it, so a form registered later is covered without a new test.
+    """
+
+    name: str
+    to_canonical: Callable[[dict, Literal["annotation", "prediction"]], dict]
+    image_fields: tuple[str, ...]
+    example: Callable[[str, str], dict]
+    detect: Callable[[Any], bool] | None = None  #: None: the fallback form (canonical)
+    renamed: Mapping[str, str] = field(default_factory=dict)  #: canonical field -> this form's field
+
+
+def _canonical_example(fld: str, ref: str) -> dict:
+    rec: dict[str, Any] = {"id": "x1", "benchmark": "mmie", "task": "SA", "question": "Q?", "response": "R."}
+    rec[fld] = [{"type": "text", "text": "see"}, {"type": "image", "image": ref}]
+    return rec
+
+
+def _mmie_example(fld: str, ref: str) -> dict:
+    rec: dict[str, Any] = {"id": "SA_1", "question": [{"text": "Q?", "image": None}], "answer": "R."}
+    rec[fld] = [{"text": "see", "image": ref}]
+    return rec
+
+
+#: The record forms every reader of records takes, by name; ``auto`` tries each ``detect`` in order,
+#: canonical last.
+RECORD_FORMATS: dict[str, RecordFormatSpec] = {
+    "mmie": RecordFormatSpec(
+        "mmie",
+        to_canonical=lambda obj, kind: from_mmie(obj, kind),
+        image_fields=("question", "answer", "gt_answer"),
+        example=_mmie_example,
+        detect=lambda obj: is_mmie_native(obj),
+        renamed={"response": "answer", "reference": "gt_answer"},
+    ),
+    "canonical": RecordFormatSpec(
+        "canonical",
+        to_canonical=lambda obj, kind: obj,
+        image_fields=content_fields(PredictionRecord),
+        example=_canonical_example,
+    ),
+}
+
+
+def record_format(obj: Any, format: str = "auto") -> RecordFormatSpec:
+    """The form ``obj`` is read in: ``format`` itself, or (``auto``) the first whose ``detect`` takes it."""
+    if format != "auto":
+        return RECORD_FORMATS[format]
+    return next(
+        (f for f in RECORD_FORMATS.values() if f.detect is not None and f.detect(obj)),
+        RECORD_FORMATS["canonical"],
+    )
 
 
 def pydantic_errors(e: ValidationError, loc: Location) -> list[RecordError]:
     out = []
     for err in e.errors():
-        fld = ".".join(str(x) for x in err["loc"]) or None
+        # An empty key is a field too: named as '' rather than left unnamed.
+        fld = ".".join(str(x) or "''" for x in err["loc"]) or None
         msg = err["msg"]
         if err["type"] == "missing":
             msg = "required field is missing"
@@ -252,13 +334,6 @@ def pydantic_errors(e: ValidationError, loc: Location) -> list[RecordError]:
             msg = f"{msg} (got {err['input']!r:.80})"
         out.append(RecordError(msg, file=loc.file, line=loc.line, field=fld, record_id=loc.record_id))
     return out
-
-
-def _content_fields(rec: BaseModel) -> Iterable[tuple[str, list]]:
-    for name in ("question", "reference", "response"):
-        content = getattr(rec, name, None)
-        if content:
-            yield name, content
 
 
 # ----------------------------------------------------------------------------- loaders
@@ -342,15 +417,15 @@ def _load(
     for path in paths:
         path = Path(path)
         result.files.append(str(path))
-        base_dir = path.parent
+        resolve = root_resolver(path.parent, root, allow_urls)
         try:
             for line, obj in iter_json_records(path):
                 if isinstance(obj, RecordError):
                     result.errors.append(obj)
                     continue
                 _add_record(
-                    result, obj, model, kind, path, line, format, seen, rubric,
-                    base_dir, root, allow_urls, check_images, image_limits,
+                    result, obj, model, kind, path, line, format, seen, rubric, resolve, check_images,
+                    image_limits,
                 )  # fmt: skip
         except RecordError as e:  # a whole-file problem (broken JSON array)
             result.errors.append(e)
@@ -367,18 +442,21 @@ def parse_records(
     source: str = "items",
     defaults: Mapping[str, Any] | None = None,
     positions: Sequence[int] | None = None,
+    resolve: ImageResolver | None = None,
 ) -> list[AnnotationRecord | PredictionRecord]:
-    """Validate in-memory records (dicts in the canonical or MMIE form) as the file loaders do.
+    """Validate in-memory records (dicts in any form of :data:`RECORD_FORMATS`) as the file loaders do.
 
     ``kind="auto"``: a dict with human ``scores`` is an annotation, any other a prediction;
     ``defaults`` fill a prediction's missing fields. Relative image paths resolve from ``root``
-    (default: the working directory) and may not leave it. Errors name ``source``, the item's
-    1-based position (``positions[i]`` when given), the field and the record id; all of them are
-    collected and raised together as :class:`InvalidRecordsError`.
+    (default: the working directory) and may not leave it; ``resolve`` replaces that rule for every
+    image of every record (a server's own). Errors name ``source``, the item's 1-based position
+    (``positions[i]`` when given), the field and the record id; all of them are collected and raised
+    together as :class:`InvalidRecordsError`.
     """
     result = LoadResult()
     seen: dict = {}
-    base_dir = Path(root) if root is not None else Path.cwd()
+    if resolve is None:
+        resolve = root_resolver(Path(root) if root is not None else Path.cwd(), root)
     for n, obj in enumerate(objs):
         line = positions[n] if positions is not None else n + 1
         is_ann = kind == "annotation" or (kind == "auto" and isinstance(obj, Mapping) and "scores" in obj)
@@ -386,20 +464,7 @@ def parse_records(
             obj = {**defaults, **obj}
         model, what = (AnnotationRecord, "annotation") if is_ann else (PredictionRecord, "prediction")
         _add_record(
-            result,
-            obj,
-            model,
-            what,
-            source,
-            line,
-            "auto",
-            seen,
-            None,
-            base_dir,
-            root,
-            False,
-            False,
-            DEFAULT_LIMITS,
+            result, obj, model, what, source, line, "auto", seen, None, resolve, False, DEFAULT_LIMITS
         )
     if result.errors:
         raise InvalidRecordsError(result.errors, "records", can_skip=False)
@@ -416,20 +481,18 @@ def _add_record(
     format,
     seen,
     rubric,
-    base_dir,
-    root,
-    allow_urls,
+    resolve: ImageResolver,
     check_images,
     limits,
 ) -> None:
     """Validate one record (schema, duplicate id, rubric, images) into ``result``: the record, or its errors.
     The one path of the file loaders and of :func:`parse_records`."""
-    rec, errs = _validate_one(obj, model, kind, path, line, format)
+    rec, spec, errs = _validate_one(obj, model, kind, path, line, format)
     if rec is not None:
         errs += _check_duplicate(rec, seen, path, line)
         if rubric is not None and kind == "annotation":
             errs += check_against_rubric(rec, rubric)
-        errs += _resolve_images(rec, base_dir, root, allow_urls, check_images, limits, result)
+        errs += _resolve_images(rec, spec, resolve, check_images, limits, result)
     if errs:
         result.errors.extend(errs)
     else:
@@ -439,16 +502,17 @@ def _add_record(
 def _validate_one(obj, model, kind, path, line, format):
     rid = str(obj["id"]) if isinstance(obj, dict) and obj.get("id") is not None else None
     loc = Location(str(path), line, rid)
+    spec = record_format(obj, format)
     if not isinstance(obj, dict):
-        return None, [RecordError(f"expected a JSON object, got {type(obj).__name__}", file=path, line=line)]
-    if format == "mmie" or (format == "auto" and is_mmie_native(obj)):
-        obj = from_mmie(obj, kind)
+        error = RecordError(f"expected a JSON object, got {type(obj).__name__}", file=path, line=line)
+        return None, spec, [error]
+    obj = spec.to_canonical(obj, kind)
     try:
         rec = model.model_validate(obj)
     except ValidationError as e:
-        return None, pydantic_errors(e, loc)
+        return None, spec, pydantic_errors(e, loc)
     rec._source = loc
-    return rec, []
+    return rec, spec, []
 
 
 def _check_duplicate(rec, seen: dict, path, line) -> list[RecordError]:
@@ -512,22 +576,31 @@ def check_against_rubric(rec: AnnotationRecord, rubric: Rubric) -> list[RecordEr
 
 
 def _resolve_images(
-    rec, base_dir, root, allow_urls, check_images, limits, result: LoadResult
+    rec, spec: RecordFormatSpec, resolve: ImageResolver, check_images, limits, result: LoadResult
 ) -> list[RecordError]:
+    """The one image check: every image segment of every content field of the canonical record through
+    ``resolve`` (and, with ``check_images``, decoded), whatever form and field carried it. A refusal is
+    the record's error naming the field (in the form's own name too, where it differs)."""
     loc = rec._source
     errs = []
-    for name, content in _content_fields(rec):
-        for i, seg in enumerate(content):
+    for name in content_fields(type(rec)):
+        for i, seg in enumerate(getattr(rec, name) or ()):
             if not isinstance(seg, ImageSegment):
                 continue
             fld = f"{name}[{i}].image"
+            if name in spec.renamed:
+                fld = f"{spec.renamed[name]} (read as {fld})"
             try:
-                resolved = resolve_image(seg.image, base_dir, root=root, allow_urls=allow_urls)
+                resolved = resolve(seg.image)
                 if check_images and resolved not in result.images:
                     w, h = check_image_file(resolved, limits)
                     result.images[resolved] = ImageInfo(resolved, w, h)
-            except JudgeError as e:
-                errs.append(RecordError(str(e), file=loc.file, line=loc.line, field=fld, record_id=rec.id))
+            except ImageError as e:
+                errs.append(
+                    RecordError(
+                        str(e), file=loc.file, line=loc.line, field=fld, record_id=rec.id, code=e.code
+                    )
+                )
                 continue
             seg.image = resolved
     return errs
@@ -556,5 +629,11 @@ __all__ = [
     "write_jsonl",
     "from_mmie",
     "is_mmie_native",
+    "ImageResolver",
+    "RECORD_FORMATS",
+    "RecordFormatSpec",
+    "parse_records",
+    "record_format",
+    "root_resolver",
     "mmie_family",
 ]

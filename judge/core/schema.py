@@ -13,15 +13,18 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Annotated, Any, Literal
+from collections.abc import Sequence
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
     PrivateAttr,
+    SerializerFunctionWrapHandler,
     StrictInt,
     field_validator,
+    model_serializer,
     model_validator,
 )
 
@@ -80,6 +83,17 @@ def normalize_content(value: Any) -> Any:
 
 
 Content = list[Segment]
+
+
+def content_fields(model: type[BaseModel]) -> tuple[str, ...]:
+    """The fields of a record model that hold content, hence may hold image segments, in declaration
+    order: every field whose type mentions :class:`ImageSegment` (``question``, ``response``,
+    ``reference``). Read from the schema, so a content field added later is found without a list to keep."""
+
+    def mentions(tp: Any) -> bool:
+        return tp is ImageSegment or any(mentions(arg) for arg in get_args(tp))
+
+    return tuple(name for name, f in model.model_fields.items() if mentions(f.annotation))
 
 
 def content_images(content: list[TextSegment | ImageSegment] | None) -> list[str]:
@@ -214,6 +228,16 @@ class ScoreRecord(StrictModel):
         default=None, description="Probability of each scale value, lowest first (judge scores)."
     )
     argmax: int | None = None
+    raw_score: float | None = Field(
+        default=None,
+        description="A calibrated judge score's uncalibrated value (the read-out's expected score); "
+        "producer.calibration names the calibration.",
+    )
+    interval: list[float] | None = Field(
+        default=None,
+        description="[low, high]: the calibrated judge's conformal interval for the human score, at the "
+        "level producer.calibration states.",
+    )
     producer: dict[str, Any] = Field(
         default_factory=dict,
         description="What produced the score: judge checkpoint id and rubric hash, or metric name and version.",
@@ -231,7 +255,75 @@ class ScoreRecord(StrictModel):
             raise ValueError(f"status {self.status!r} but a score is given")
         if self.distribution is not None and abs(sum(self.distribution) - 1.0) > 1e-3:
             raise ValueError(f"distribution sums to {sum(self.distribution):.4f}, not 1")
+        if self.interval is not None:
+            if self.score is None or len(self.interval) != 2 or not self.interval[0] <= self.interval[1]:
+                raise ValueError(
+                    f"interval {self.interval} must be [low, high] with low <= high, beside a score"
+                )
         return self
+
+    @model_serializer(mode="wrap")
+    def _calibration_fields_when_set(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # Only a calibrated judge's records carry raw_score and interval; the others keep their shape.
+        out = handler(self)
+        for key in ("raw_score", "interval"):
+            if out.get(key, 0) is None:
+                del out[key]
+        return out
+
+
+class ItemScores(BaseModel):
+    """One item's scores, as :meth:`judge.Judge.score` returns them: the record of each criterion scored,
+    in the rubric's order (``overall`` last). ``item["text_quality"]`` is a criterion's
+    :class:`ScoreRecord`; :attr:`score` the ``overall`` expected score; :attr:`records` the flat list."""
+
+    id: str
+    task: str
+    model: str = "unknown"
+    benchmark: str
+    criteria: dict[str, ScoreRecord] = Field(default_factory=dict)
+
+    def __getitem__(self, criterion: str) -> ScoreRecord:
+        return self.criteria[criterion]
+
+    @property
+    def records(self) -> list[ScoreRecord]:
+        return list(self.criteria.values())
+
+    @property
+    def score(self) -> float | None:
+        """The expected ``overall`` score (calibrated where the judge carries a calibration), or None."""
+        rec = self.criteria.get("overall")
+        return rec.score if rec is not None else None
+
+    @property
+    def scores(self) -> dict[str, float | None]:
+        """Each criterion's score."""
+        return {c: r.score for c, r in self.criteria.items()}
+
+    @property
+    def ok(self) -> bool:
+        """Every criterion asked for was scored."""
+        return all(r.status == "ok" for r in self.criteria.values())
+
+
+def in_item_order(items: Sequence[Any], records: Sequence[ScoreRecord]) -> list[ScoreRecord]:
+    """``records`` in the order of the items they score (prediction records: ``benchmark``, ``model``,
+    ``id``), each item's records in their own order."""
+    order = {(i.benchmark, i.model, i.id): k for k, i in enumerate(items)}
+    return sorted(records, key=lambda r: order.get((r.benchmark, r.model, r.id), len(order)))
+
+
+def item_scores(items: Sequence[Any], records: Sequence[ScoreRecord]) -> list[ItemScores]:
+    """The records regrouped per item, in ``items``' order (prediction records: ``benchmark``, ``model``,
+    ``id``, ``task``); each item's criteria in the order of ``records``."""
+    out = [ItemScores(id=i.id, task=i.task, model=i.model, benchmark=i.benchmark) for i in items]
+    where = {(i.benchmark, i.model, i.id): k for k, i in enumerate(items)}
+    for r in records:
+        k = where.get((r.benchmark, r.model, r.id))
+        if k is not None and r.criterion is not None:
+            out[k].criteria[r.criterion] = r
+    return out
 
 
 def content_hash(content: Any) -> str:

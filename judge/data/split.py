@@ -11,6 +11,7 @@ import hashlib
 import random
 from collections import defaultdict
 from collections.abc import Sequence
+from pathlib import Path
 
 from judge.core.errors import JudgeError
 from judge.core.schema import AnnotationRecord
@@ -91,3 +92,25 @@ def split_records(
     for r in records:
         out[assignment[_question_id(r)]].append(r)
     return out
+
+
+def sample_lines(path: str | Path, fraction: float, seed: int = 0) -> tuple[list[str], int]:
+    """A random share of a JSON Lines file's records, as their lines (verbatim, in file order), and how many
+    records the file has: ``round(fraction x records)`` of them (at least one), drawn with ``seed``.
+
+    What to send to annotators for prediction-powered means (``judge-score --labels``): the labelled
+    responses must be a random sample of the scored ones. Blank lines are not records."""
+    if not 0 < fraction <= 1:
+        raise JudgeError(f"fraction {fraction} must lie in (0, 1]")
+    path = Path(path)
+    if path.suffix.lower() != ".jsonl":
+        raise JudgeError(f"{path}: sampling takes a JSON Lines file (.jsonl), one record per line")
+    try:
+        lines = [ln for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip()]
+    except OSError as e:
+        raise JudgeError(f"{path}: cannot read ({e.strerror or e})") from None
+    if not lines:
+        raise JudgeError(f"{path}: no records to sample")
+    k = max(1, round(fraction * len(lines)))
+    keep = sorted(random.Random(seed).sample(range(len(lines)), k))
+    return [lines[i] for i in keep], len(lines)

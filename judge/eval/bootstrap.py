@@ -184,7 +184,38 @@ def _kendall_by_scipy(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray
     return out
 
 
-_WEIGHTED = {"pearson": weighted_pearson, "spearman": weighted_spearman, "kendall": weighted_kendall}
+def weighted_cosine(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Cosine similarity of each row's weighted sample, ``sum(w x y) / sqrt(sum(w x^2) sum(w y^2))`` (the raw
+    vectors, not centred: MMIE's measure); NaN where one vector is all zeros."""
+    x = np.asarray(x, dtype=float)
+    y = np.asarray(y, dtype=float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (w @ (x * y)) / np.sqrt((w @ (x * x)) * (w @ (y * y)))
+
+
+def weighted_mae(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Mean absolute difference of each row's weighted sample."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (w @ np.abs(np.asarray(x, dtype=float) - np.asarray(y, dtype=float))) / w.sum(axis=1)
+
+
+def weighted_mse(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Mean squared difference of each row's weighted sample."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (w @ (np.asarray(x, dtype=float) - np.asarray(y, dtype=float)) ** 2) / w.sum(axis=1)
+
+
+#: MMIE's agreement measures besides Pearson (on the rubric scale only): cosine similarity, MSE, MAE.
+SCALE_STATS = ("cosine", "mse", "mae")
+
+_WEIGHTED = {
+    "pearson": weighted_pearson,
+    "spearman": weighted_spearman,
+    "kendall": weighted_kendall,
+    "cosine": weighted_cosine,
+    "mae": weighted_mae,
+    "mse": weighted_mse,
+}
 
 
 def replicates(
@@ -255,6 +286,22 @@ def bootstrap_correlations(
     return {s: interval_summary(point[s], reps[s]) for s in STATS}
 
 
+def bootstrap_scale_stats(
+    pred: Sequence[float],
+    human: Sequence[float],
+    clusters: Sequence[Hashable],
+    plan: ClusterBootstrap,
+    point: dict | None = None,
+) -> dict[str, dict]:
+    """Cosine similarity, MSE and MAE (:data:`SCALE_STATS`) with their cluster-bootstrap intervals under
+    ``plan``: the same resamples as :func:`bootstrap_correlations`'s. ``point``: the point values."""
+    from judge.eval.stats import scale_summary
+
+    point = point or scale_summary(pred, human)
+    reps = replicates(pred, human, plan.weights(clusters), SCALE_STATS)
+    return {s: interval_summary(point[s], reps[s]) for s in SCALE_STATS}
+
+
 def paired_bootstrap(
     pred_a: Sequence[float],
     pred_b: Sequence[float],
@@ -291,15 +338,20 @@ def paired_bootstrap(
 __all__ = [
     "ClusterBootstrap",
     "KENDALL_MATRIX_MAX",
+    "SCALE_STATS",
     "STATS",
     "bootstrap_correlations",
     "bootstrap_p_value",
+    "bootstrap_scale_stats",
     "interval_summary",
     "paired_bootstrap",
     "percentile_interval",
     "replicates",
     "seeded_rng",
+    "weighted_cosine",
     "weighted_kendall",
+    "weighted_mae",
+    "weighted_mse",
     "weighted_pearson",
     "weighted_spearman",
 ]

@@ -105,6 +105,21 @@ class ReportConfig(Settings):
         json_schema_extra={"metavar": "NAME"},
     )
 
+    ppi_fraction: float = Field(
+        0.2,
+        gt=0,
+        lt=1,
+        description="the prediction-powered inference check: the share of the human-labelled responses "
+        "treated as labelled in each random draw (default 0.2)",
+        json_schema_extra={"metavar": "F"},
+    )
+    ppi_draws: int = Field(
+        200,
+        ge=0,
+        description="random label draws of the prediction-powered inference check (default 200; 0: no check)",
+        json_schema_extra={"metavar": "N"},
+    )
+
     @field_validator("human")
     @classmethod
     def _some_human_file(cls, v: list[str]) -> list[str]:
@@ -136,4 +151,58 @@ class ReportConfig(Settings):
         return self
 
 
-__all__ = ["ReportConfig", "ScoreSpec"]
+class CalibrateConfig(Settings):
+    """Every setting of ``judge-calibrate``: ``CalibrateConfig(judge="runs/demo/judge")`` fits on the judge's
+    validation split. A bad value is a ConfigError naming the field."""
+
+    judge: PathText = Field(description="the judge folder to calibrate (written by judge-train)")
+    human: list[PathText] = Field(
+        [],
+        description="annotation files with human scores to fit on (default: the validation split of the "
+        "dataset the judge card names); never the data a report will evaluate on",
+        json_schema_extra={"metavar": "FILE"},
+    )
+    scores: PathText | None = Field(
+        None,
+        description="the judge's scores of those files (judge-score output, with distributions; default: "
+        "scored here, uncalibrated, into `out`)",
+        json_schema_extra={"metavar": "FILE"},
+    )
+    method: Literal["temperature", "isotonic"] = Field(
+        "temperature",
+        description="temperature (default: one temperature of the scale distribution per criterion) or "
+        "isotonic (a monotone map of the expected score, scikit-learn: it also removes a shift, but needs "
+        "more labels); both are fitted and compared on held-out items",
+    )
+    level: float = Field(0.9, gt=0, lt=1, description="coverage level of the intervals (default 0.9)")
+    conformal_fraction: float = Field(
+        0.5,
+        gt=0,
+        lt=1,
+        description="share of the questions held out from the fit for the conformal intervals and the "
+        "comparison (default 0.5)",
+    )
+    min_items: int = Field(
+        30,
+        ge=2,
+        description="a criterion with fewer labelled items than this in either part takes the pooled "
+        "calibration (default 30)",
+    )
+    seed: int = Field(0, ge=0, description="seed of the split into fit and conformal parts (default 0)")
+    out: PathText | None = Field(
+        None,
+        description="folder for the judge's raw scores of the human files, scores.jsonl (default: JUDGE/calibration)",
+        json_schema_extra={"metavar": "DIR"},
+    )
+    device: str = Field("auto", description="cpu, cuda, cuda:1, ... for scoring (default auto)")
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
+        "auto", description="weights' dtype for scoring (auto: bfloat16 on GPU, float32 on CPU)"
+    )
+    progress: bool = Field(
+        True,
+        description="show a progress bar",
+        json_schema_extra={"flag": "--no-progress", "flag_help": "no progress bar"},
+    )
+
+
+__all__ = ["CalibrateConfig", "ReportConfig", "ScoreSpec"]

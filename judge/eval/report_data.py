@@ -91,6 +91,10 @@ class ScorerStats(_Data):
     within1: float | None
     pairwise: Pairwise
     small_n: bool  #: fewer than SMALL_N items or questions: the interval is too rough to lean on
+    #: MMIE's measures with the same resamples' intervals (rubric-scale scorers; None in older reports)
+    cosine: Interval | None = None  #: cosine similarity of the raw score vectors
+    mse_ci: Interval | None = None  #: MSE (``value`` equals ``mse``) with its interval
+    mae_ci: Interval | None = None  #: MAE (``value`` equals ``mae``) with its interval
 
     def stat(self, name: str) -> Interval:
         return _stat(self, name, Interval)
@@ -284,6 +288,78 @@ class BiasReport(_Data):
     note: str | None  #: why a scorer (or everything) is left out
 
 
+class CriterionCoverage(_Data):
+    """A calibrated scorer's intervals and errors on one criterion's held-out items (no intervals)."""
+
+    criterion: str
+    n: int
+    coverage: float
+    mean_width: float
+    mae_before: float
+    mae_after: float
+
+
+class CalibrationCheck(_Data):
+    """A calibrated scorer on held-out human items, all criteria pooled (:mod:`judge.eval.heldout`)."""
+
+    scorer: str
+    method: str | None  #: as ``producer.calibration`` names it
+    level: float | None  #: the intervals' stated coverage level
+    fingerprint: str | None
+    held_out: str  #: how the items the calibration was fitted on were left out
+    n: int
+    n_questions: int
+    n_excluded: int  #: scored items left out because the calibration was fitted on them
+    mae_before: Interval  #: raw score against human
+    mae_after: Interval  #: calibrated score against human
+    mse_before: Interval
+    mse_after: Interval
+    coverage: Interval  #: share of items whose human score lies in the interval
+    mean_width: Interval
+    per_criterion: list[CriterionCoverage]
+
+
+class PPIDraw(_Data):
+    """One model's estimates in the first label draw."""
+
+    n_labelled: int
+    ppi_mean: float | None
+    ppi_ci: list[float] | None
+    human_mean: float | None
+    human_ci: list[float] | None
+
+
+class PPIModel(_Data):
+    model: str
+    n: int  #: the model's responses with a score and a human overall score
+    all_human_mean: float  #: the mean human score of all of them: what the intervals should contain
+    first_draw: PPIDraw
+    n_draws: int  #: draws where its intervals were defined (2+ labelled responses)
+    ppi_coverage: float | None
+    human_coverage: float | None
+    ppi_mean_width: float | None
+    human_mean_width: float | None
+
+
+class PPICheck(_Data):
+    """The prediction-powered inference check of one scorer (:func:`judge.eval.heldout.ppi_checks`)."""
+
+    scorer: str
+    criterion: str
+    fraction: float
+    n_labelled: int  #: responses labelled per draw (all models together)
+    n_items: int
+    draws: int
+    seed: int
+    level: float
+    models: list[PPIModel]
+    n_intervals: int  #: defined PPI intervals over models and draws
+    ppi_coverage: float | None  #: share of them containing the model's all-human mean
+    human_coverage: float | None
+    ppi_mean_width: float | None
+    human_mean_width: float | None
+
+
 class ReportData(_Data):
     """Everything a report computed; ``report.json`` is :meth:`to_json`."""
 
@@ -298,6 +374,8 @@ class ReportData(_Data):
     slices: list[SliceReport]
     paired: list[PairedComparison]
     bias: BiasReport | None = None  #: bias against humans on the overall score (None in older reports)
+    calibration: list[CalibrationCheck] = []  #: calibrated scorers on held-out items
+    ppi: list[PPICheck] = []  #: the prediction-powered inference check per rubric-scale scorer
     warnings: list[str]
     definitions: list[str]
     elapsed_s: float | None = None
@@ -336,7 +414,7 @@ def load_report(path: str | Path) -> ReportData:
 def _stat(model: BaseModel, name: str, kind: type[Any]) -> Any:
     value = getattr(model, name, None)
     if not isinstance(value, kind):
-        raise KeyError(f"unknown statistic {name!r}; one of pearson, spearman, kendall")
+        raise KeyError(f"unknown or undefined statistic {name!r}; one of pearson, spearman, kendall, cosine")
     return value
 
 
@@ -353,6 +431,11 @@ def _finite(obj: Any) -> Any:
 
 __all__ = [
     "BiasReport",
+    "CalibrationCheck",
+    "CriterionCoverage",
+    "PPICheck",
+    "PPIDraw",
+    "PPIModel",
     "Ceiling",
     "Coverage",
     "Interval",

@@ -8,6 +8,8 @@ Definitions (also written into every report):
 
 * Pearson, Spearman, Kendall tau-b: ``scipy.stats.pearsonr``, ``spearmanr``, ``kendalltau(variant="b")``.
 * MAE, MSE: ``sklearn.metrics.mean_absolute_error`` / ``mean_squared_error`` on the raw values.
+* Cosine similarity (MMIE's measure): of the raw score vectors, not centred,
+  ``1 - scipy.spatial.distance.cosine``.
 * Quadratic-weighted kappa: ``sklearn.metrics.cohen_kappa_score(weights="quadratic")`` on scores
   rounded half up (``floor(x + 0.5)``) and clipped to the rubric scale, with every scale value as a label.
 * Within one point: the share of items with ``|scorer - human| <= 1`` on the raw values.
@@ -64,6 +66,23 @@ def correlation_summary(pred: Sequence[float], human: Sequence[float]) -> dict[s
     out["spearman"] = _finite(stats.spearmanr(p, h).statistic)
     out["kendall"] = _finite(stats.kendalltau(p, h, variant="b").statistic)
     return out
+
+
+def cosine_similarity(pred: Sequence[float], human: Sequence[float]) -> float | None:
+    """Cosine similarity of the two score vectors, not centred (MMIE's measure; ``1 -
+    scipy.spatial.distance.cosine``); ``None`` for no items or an all-zero vector."""
+    from scipy.spatial.distance import cosine
+
+    p = np.asarray(pred, dtype=float)
+    h = np.asarray(human, dtype=float)
+    if p.size == 0 or not p.any() or not h.any():
+        return None
+    return _finite(1.0 - cosine(p, h))
+
+
+def scale_summary(pred: Sequence[float], human: Sequence[float]) -> dict[str, float | None]:
+    """MMIE's measures besides Pearson, for scores on the rubric scale: ``cosine``, ``mse``, ``mae``."""
+    return {"cosine": cosine_similarity(pred, human), **error_summary(pred, human)}
 
 
 def rounded_on_scale(values: Sequence[float] | np.ndarray, scale: tuple[int, int]) -> np.ndarray:
@@ -179,10 +198,12 @@ def point_metrics(
 
 __all__ = [
     "correlation_summary",
+    "cosine_similarity",
     "error_summary",
     "pairwise_ranking_accuracy",
     "point_metrics",
     "quadratic_kappa",
     "rounded_on_scale",
+    "scale_summary",
     "within_one",
 ]

@@ -14,6 +14,7 @@ _EXPORTS = {
     "load_processor": "loading",
     "load_scorer": "loading",
     "InternVLImageTextProcessor": "processor",
+    "tiling_pixels": "processor",
     "ScoreTokenError": "score_tokens",
     "score_token_ids": "score_tokens",
     "build_tiny_processor": "loading",

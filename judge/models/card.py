@@ -7,6 +7,7 @@ A judge folder, as ``judge-train`` writes it::
       adapter/          a plain PEFT adapter (LoRA runs)      -> PeftModel.from_pretrained(base, adapter)
       merged/           full weights + processor (full runs, or LoRA with merging asked for)
       processor/        the processor the judge was trained with
+      calibration.json  (after judge-calibrate) calibrated scores and intervals, named in the card
 
 :func:`load_judge` loads it for scoring: ``merged/`` when present, else the base plus
 ``adapter/``.
@@ -19,7 +20,7 @@ import json
 import platform
 import subprocess
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -27,6 +28,9 @@ from judge.core.atomic import write_json
 from judge.core.errors import ConfigError, invalid
 from judge.core.io import hash_file
 from judge.core.template import TargetFormat
+
+if TYPE_CHECKING:
+    from judge.models.calibration import Calibration
 
 CARD_NAME = "judge_card.json"
 #: ``quantization`` argument of :func:`load_judge` meaning "as the card says" (how the judge was trained).
@@ -90,6 +94,20 @@ class CardValidation(_CardPart):
     final: Metrics | None
 
 
+class CardCalibration(_CardPart):
+    """The calibration in the judge folder (``judge-calibrate``): scoring applies it when the file's
+    fingerprint is this one."""
+
+    file: str  #: ``calibration.json``, beside the card
+    fingerprint: str  #: SHA-256 of the calibration (:meth:`judge.models.calibration.Calibration.fingerprint`)
+    method: str
+    level: float
+    data_fingerprint: str  #: SHA-256 of the labelled items it was fitted on
+    human_files: list[str]
+    n_items: int
+    created: str | None = None
+
+
 class JudgeCard(_CardPart):
     """``judge_card.json``: what a judge is and how it was made.
 
@@ -115,6 +133,7 @@ class JudgeCard(_CardPart):
     validation: CardValidation | None = None
     created: str | None = None
     outputs: list[str] | None = None  #: the folders and files of the judge folder
+    calibration: CardCalibration | None = None  #: set by judge-calibrate (None: scores are the read-out)
 
 
 def library_versions() -> dict[str, str]:
@@ -171,6 +190,29 @@ def read_card(judge_dir: str | Path) -> JudgeCard:
 def write_card(judge_dir: str | Path, card: JudgeCard) -> None:
     """Write ``judge_card.json`` into ``judge_dir`` (atomically): the fields that were set, in field order."""
     write_json(Path(judge_dir) / CARD_NAME, card.model_dump(mode="json", exclude_unset=True))
+
+
+def card_calibration(judge_dir: str | Path, card: JudgeCard) -> Calibration | None:
+    """The calibration a judge folder's card names (None: it names none). The file must be there and be the
+    one the card names (same fingerprint); otherwise scoring would silently differ from what was fitted."""
+    from judge.models.calibration import read_calibration
+
+    if card.calibration is None:
+        return None
+    path = Path(judge_dir) / card.calibration.file
+    if not path.is_file():
+        raise ConfigError(
+            f"{path}: the judge card names this calibration, but the file is missing; run judge-calibrate "
+            "again, or score without calibration (`calibration` off)"
+        )
+    cal = read_calibration(path)
+    if cal.fingerprint() != card.calibration.fingerprint:
+        raise ConfigError(
+            f"{path} is not the calibration the judge card names (fingerprint {cal.fingerprint()[:12]}, "
+            f"card: {card.calibration.fingerprint[:12]}): it was edited or replaced; run judge-calibrate "
+            "again, or score without calibration (`calibration` off)"
+        )
+    return cal
 
 
 def card_quantization(card: JudgeCard) -> str | None:

@@ -105,8 +105,8 @@ def _check_hub_model(repo_id: str, hint: str) -> None:
     if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
         raise ConfigError(
             f"model {repo_id!r} is not in the local Hugging Face cache and HF_HUB_OFFLINE is set: "
-            f"download it where the hub is reachable (huggingface-cli download {repo_id}), or set "
-            f"the model to a local folder{tail}"
+            f"download it where the hub is reachable (hf download {repo_id} --local-dir DIR), or use a "
+            f"local folder of it{tail}"
         )
     try:
         HfApi().model_info(repo_id, timeout=10)
@@ -114,8 +114,7 @@ def _check_hub_model(repo_id: str, hint: str) -> None:
         raise ConfigError(
             f"model {repo_id!r} is not in the local Hugging Face cache and the hub cannot provide "
             f"it ({type(e).__name__}: {str(e).splitlines()[0][:160]}); download it where the hub is "
-            f"reachable (huggingface-cli download {repo_id}), or set the model to a local folder"
-            f"{tail}"
+            f"reachable (hf download {repo_id} --local-dir DIR), or use a local folder of it{tail}"
         ) from None
 
 

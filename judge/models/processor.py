@@ -42,3 +42,19 @@ class InternVLImageTextProcessor(InternVLProcessor):
         if videos is not None:
             raise ValueError("InternVLImageTextProcessor handles images and text only, not video")
         return super().__call__(images=images, text=text, **kwargs)
+
+
+def tiling_pixels(processor) -> int | None:
+    """The most pixels of one image the judge can look at: ``max_patches x tile height x tile width`` of an
+    InternVL-style tiling image processor (one tile when it does not crop to patches); ``None`` when the
+    processor does not say. An image larger than this is scaled down before the model sees it."""
+    ip = getattr(processor, "image_processor", processor)
+    size = getattr(ip, "size", None)
+    height = getattr(size, "height", None) if not isinstance(size, dict) else size.get("height")
+    width = getattr(size, "width", None) if not isinstance(size, dict) else size.get("width")
+    if not isinstance(height, int) or not isinstance(width, int) or height <= 0 or width <= 0:
+        return None
+    tiles = getattr(ip, "max_patches", None) if getattr(ip, "crop_to_patches", False) else 1
+    if not isinstance(tiles, int) or tiles < 1:
+        return None
+    return tiles * height * width

@@ -7,6 +7,8 @@
 * :mod:`.output`: ``scores.jsonl`` appended per batch with fsync, resume, shard parts and merge;
 * :mod:`.summary`: judge means per benchmark/task/model, the metrics' rows, ``summary.{md,csv,json}``;
 * :mod:`.leaderboard`: models ranked per benchmark and task (bootstrap intervals, win rates) for the summary;
+* :mod:`.labelled`: human labels in the leaderboard: human-only and prediction-powered means;
+* :mod:`.calibrate`: ``judge-calibrate`` (score human-labelled items, fit, write ``calibration.json``);
 * :mod:`.run`: one run end to end (:func:`score_files`), sharded under ``accelerate launch``;
 * :mod:`.remote`: :class:`JudgeClient`, scoring through a running ``judge-serve`` (``--server``).
 

@@ -51,6 +51,15 @@ class ScoreConfig(Settings):
         "load balancer busy)",
     )
     force: bool = Field(False, description="score even when the rubric's hash differs from the judge card's")
+    calibration: bool = Field(
+        True,
+        description="apply the calibration the judge card names (judge-calibrate): `score` is then the "
+        "calibrated score, beside `raw_score` and a conformal `interval` (off: the raw read-out)",
+        json_schema_extra={
+            "flag": "--no-calibration",
+            "flag_help": "score with the raw read-out even when the judge card names a calibration",
+        },
+    )
     out: PathText = Field("runs/score", description="output folder (default runs/score)")
     overwrite: bool = Field(False, description="start afresh in `out` instead of resuming")
     skip_invalid: bool = Field(
@@ -125,6 +134,14 @@ class ScoreConfig(Settings):
     )
     clip_model: PathText | None = Field(
         None, description="CLIP model folder, hub id or 'tiny' for `baseline` clipscore"
+    )
+    labels: list[PathText] = Field(
+        [],
+        description="human labels for some of the scored responses (annotation files, matched by model and "
+        "id): the leaderboard then sets each model's prediction-powered mean (PPI++) beside the judge-only "
+        "and human-only means, and ranks and win rates follow it. The labelled responses must be a random "
+        "sample (judge-data sample draws one)",
+        json_schema_extra={"metavar": "FILE"},
     )
     leaderboard_resamples: int = Field(
         1000,

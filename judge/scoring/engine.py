@@ -39,6 +39,7 @@ from judge.core.rubric import OVERALL, Rubric, load_rubric
 from judge.core.schema import PredictionRecord, ScoreRecord
 from judge.core.template import TargetFormat, build_judge_prompt
 from judge.models import BATCH_TOKENS
+from judge.models.calibration import Calibration, calibrated_fields
 from judge.models.card import JudgeCard
 from judge.scoring.output import RunIdentity, item_key
 
@@ -64,6 +65,8 @@ class JudgeSpec:
     quantization: str | None = None
     #: :func:`judge.models.card.judge_fingerprint` of the weights (what a resume must match)
     fingerprint: str = ""
+    #: the calibration the card names, applied to every score (None: none, or turned off)
+    calibration: Calibration | None = None
 
     @property
     def is_card(self) -> bool:
@@ -78,6 +81,7 @@ class JudgeSpec:
             rubric=self.rubric.name,
             rubric_hash=self.rubric.hash,
             target_format=self.target_format,
+            calibration=self.calibration.fingerprint() if self.calibration is not None else None,
         )
 
 
@@ -88,6 +92,7 @@ def resolve_judge(
     force: bool = False,
     rationale: bool = False,
     quantization: str | None = "card",
+    calibration: bool = True,
 ) -> JudgeSpec:
     """Read the judge's card (if it is a judge folder) and settle the rubric, the prompt format, the
     quantization and the weights' fingerprint.
@@ -96,9 +101,16 @@ def resolve_judge(
     equal the card's unless ``force``. A plain model needs ``rubric``. ``quantization``: ``"card"``
     (default) loads a judge folder's base as it was trained (QLoRA: 4-bit) and a plain model
     unquantized; ``"none"``, ``"4bit"`` or ``"8bit"`` override, with a warning when that differs
-    from the card.
+    from the card. ``calibration``: apply the calibration the card names, if any (off: the raw read-out).
     """
-    from judge.models.card import CARD_NAME, FROM_CARD, card_quantization, judge_fingerprint, read_card
+    from judge.models.card import (
+        CARD_NAME,
+        FROM_CARD,
+        card_calibration,
+        card_quantization,
+        judge_fingerprint,
+        read_card,
+    )
     from judge.models.loading import check_model_source
 
     if quantization not in (FROM_CARD, None, "none", "4bit", "8bit"):
@@ -144,7 +156,8 @@ def resolve_judge(
                 f"scoring with {q or 'none'} instead, so its scores will differ from the card's numbers"
             )
         source = str(folder.resolve())
-        return JudgeSpec(source, rub, fmt, card, forced, q, judge_fingerprint(source))
+        cal = card_calibration(folder, card) if calibration else None
+        return JudgeSpec(source, rub, fmt, card, forced, q, judge_fingerprint(source), cal)
     check_model_source(judge)
     if rubric is None:
         raise ConfigError(
@@ -201,6 +214,25 @@ def judge_criteria(rubric: Rubric, rec: PredictionRecord) -> list[str]:
     family, whose record is unscorable)."""
     fam = rubric.families.get(rec.task)
     return fam.criterion_ids if fam is not None else [OVERALL]
+
+
+def select_criteria(
+    rubric: Rubric, rec: PredictionRecord, wanted: str | Sequence[str], position: int
+) -> list[str]:
+    """The criteria of ``rec`` a caller asked for: ``"all"``, one id or a list (in the rubric's order,
+    ``overall`` last); a :class:`ConfigError` naming the item (1-based ``position``) for one its family lacks.
+    An item of an unknown family keeps ``overall`` (its record is unscorable)."""
+    crits = judge_criteria(rubric, rec)
+    if wanted == "all" or rec.task not in rubric.families:
+        return crits
+    wanted = [wanted] if isinstance(wanted, str) else list(wanted)
+    unknown = [c for c in wanted if c not in crits]
+    if unknown:
+        raise ConfigError(
+            f"item {position}: criteria {unknown} are not criteria of task family {rec.task!r} "
+            f"(its criteria: {', '.join(crits)})"
+        )
+    return [c for c in crits if c in wanted]
 
 
 def pending_criteria(rubric: Rubric, rec: PredictionRecord, done: Iterable | None = None) -> list[str]:
@@ -317,6 +349,8 @@ class JudgeEngine:
             self.producer["reproducible"] = True
         if spec.quantization:
             self.producer["quantization"] = spec.quantization
+        if spec.calibration is not None:
+            self.producer["calibration"] = spec.calibration.producer()
 
     # -- what to score
     def pending(self, rec: PredictionRecord, done: Iterable | None = None) -> list[str]:
@@ -362,7 +396,11 @@ class JudgeEngine:
         if cs.rationale is not None:
             details["rationale"] = cs.rationale
         return ScoreRecord(
-            **common, score=cs.expected, distribution=cs.distribution, argmax=cs.argmax, details=details
+            **common,
+            **calibrated_fields(self.spec.calibration, criterion, cs),
+            distribution=cs.distribution,
+            argmax=cs.argmax,
+            details=details,
         )
 
     def _unscorable(self, item: _Item, reason: str, code: str) -> list[ScoreRecord]:
@@ -502,16 +540,25 @@ class JudgeEngine:
             yield out
 
     def iter_batches(
-        self, records: Sequence[PredictionRecord], done: Iterable | None = None
+        self,
+        records: Sequence[PredictionRecord],
+        done: Iterable | None = None,
+        *,
+        criteria: Sequence[Sequence[str]] | None = None,
     ) -> Iterator[Batch]:
-        """Score ``records`` (skipping criteria in ``done``); yields one :class:`Batch` per forward batch.
+        """Score ``records`` (skipping criteria in ``done``; only ``criteria[i]`` of record ``i`` when given);
+        yields one :class:`Batch` per forward batch.
 
         Records are encoded ``chunk_size`` at a time; a chunk's unscorable items come first, then its
         forward batches; each item's records are in one batch, so a batch written is a set of finished
         items.
         """
         done = done if done is not None else set()
-        todo = [(r, crits) for r in records if (crits := self.pending(r, done))]
+        todo = [
+            (r, crits)
+            for i, r in enumerate(records)
+            if (crits := [c for c in self.pending(r, done) if criteria is None or c in criteria[i]])
+        ]
         for start in range(0, len(todo), self.chunk_size):
             chunk = [self.prepare(r, crits) for r, crits in todo[start : start + self.chunk_size]]
             for group in self.score_prepared(chunk):
@@ -525,6 +572,9 @@ class JudgeEngine:
             self._record(item.rec, c, by_criterion[c], max_patches=item.max_patches) for c in item.criteria
         ]
 
-    def score_records(self, records: Sequence[PredictionRecord]) -> list[ScoreRecord]:
-        """Every judge record of ``records`` (convenience for tests and library use), in scoring order."""
-        return [r for b in self.iter_batches(records) for r in b.records]
+    def score_records(
+        self, records: Sequence[PredictionRecord], criteria: Sequence[Sequence[str]] | None = None
+    ) -> list[ScoreRecord]:
+        """Every judge record of ``records`` (only ``criteria[i]`` of record ``i`` when given), in scoring
+        order."""
+        return [r for b in self.iter_batches(records, criteria=criteria) for r in b.records]

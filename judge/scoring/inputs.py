@@ -5,7 +5,10 @@
 * an annotation file (its records carry human ``scores``; ``format="annotations"``, or detected
   from the first record) is read by :func:`judge.core.io.load_annotations` and each record
   becomes a prediction with ``benchmark`` = the rubric's name, so a test split can be scored
-  and compared with its humans (``judge-report``).
+  and compared with its humans (``judge-report``);
+* a pairs file (two responses per record, ``response_a`` and ``response_b``; ``format="pairs"``, or
+  detected from the first record) is read by :func:`judge.scoring.pairs.read_pairs`: each side becomes
+  a prediction, and the run adds the judge's preference between them.
 
 Every bad record of every file is collected first; then they stop the run (an
 :class:`~judge.core.io.InvalidRecordsError` naming file, line and field) or, with
@@ -24,11 +27,12 @@ from judge.benchmarks.formats import FORMATS, drop_duplicate_predictions, joined
 from judge.core.errors import ConfigError, JudgeError, RecordError
 from judge.core.io import InvalidRecordsError, file_sha256, iter_json_records, load_annotations, parse_records
 from judge.core.schema import AnnotationRecord, PredictionRecord
+from judge.scoring.pairs import PAIRS, looks_like_pairs, read_pairs
 
 
 def input_formats() -> tuple[str, ...]:
-    """Every input format: auto, each prediction format (a benchmark plugin's too), annotations."""
-    return ("auto", *FORMATS, "annotations")
+    """Every input format: auto, each prediction format (a benchmark plugin's too), annotations, pairs."""
+    return ("auto", *FORMATS, "annotations", PAIRS)
 
 
 @dataclass
@@ -125,6 +129,8 @@ def load_inputs(
             raise JudgeError(f"{p}: file not found")
         if format == "annotations" or (format in ("auto", "canonical", "mmie") and looks_like_annotations(p)):
             per_file.append((p, "annotations"))
+        elif format == PAIRS or (format == "auto" and looks_like_pairs(p)):
+            per_file.append((p, PAIRS))
         else:
             per_file.append((p, format))
     for p, fmt in per_file:
@@ -132,6 +138,12 @@ def load_inputs(
             res = load_annotations(p, check_images=False, collect=True, root=root)
             recs = [annotation_as_prediction(r, annotation_benchmark) for r in res.records]
             detected = "annotations"
+        elif fmt == PAIRS:
+            recs, pair_errors = read_pairs(p, annotation_benchmark, root)
+            out.errors += pair_errors
+            out.records += recs
+            out.files.append(InputFile(str(p), PAIRS, file_sha256(p), len(recs) // 2))
+            continue
         else:
             from judge.benchmarks.formats import detect_format, load_benchmark_predictions
 

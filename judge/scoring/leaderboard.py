@@ -36,6 +36,10 @@ questions where both have a score, ``win_rate = (wins + ties / 2) / n_shared``, 
 score > B's (so ``win_rate(A, B) = 1 - win_rate(B, A)``), with its 95% interval under the board's
 resamples (questions drawn as above); null when they share no question.
 
+With human labels for some responses (``judge-score --labels``), each model also gets its human-only
+and prediction-powered means, and a board with prediction-powered means is ranked by them, its win
+rates too (``ranked_by: "ppi"``): :mod:`judge.scoring.labelled` says how.
+
 Written beside the summary (:func:`write_leaderboard`): ``leaderboard.csv`` (one row per board and
 model, :data:`LEADERBOARD_COLUMNS`), ``win_rates.csv`` (one row per board and ordered pair,
 :data:`WIN_RATE_COLUMNS`) and ``leaderboard.png`` (a panel per board: means with their intervals,
@@ -57,7 +61,9 @@ import numpy as np
 
 from judge.core.atomic import atomic_write
 from judge.core.rubric import OVERALL
+from judge.core.tables import md_table
 from judge.eval.bootstrap import ClusterBootstrap, percentile_interval, seeded_rng
+from judge.scoring.labelled import Labels, model_estimates, ppi_win_rate, question_labels
 
 #: Bootstrap resamples and seed when none are given (``judge-score``'s defaults).
 RESAMPLES = 1000
@@ -86,6 +92,15 @@ LEADERBOARD_COLUMNS = [
     "n_questions",
     "resamples",
     "seed",
+    "ranked_by",
+    "human_mean",
+    "human_ci_low",
+    "human_ci_high",
+    "n_labelled",
+    "ppi_mean",
+    "ppi_ci_low",
+    "ppi_ci_high",
+    "ppi_lambda",
 ]
 WIN_RATE_COLUMNS = [
     "benchmark",
@@ -101,6 +116,11 @@ WIN_RATE_COLUMNS = [
     "ties",
     "losses",
     "n_shared",
+    "ranked_by",
+    "judge_win_rate",
+    "judge_ci_low",
+    "judge_ci_high",
+    "n_labelled",
 ]
 _CHUNK = 200  # resamples per block of the matrix products (bounds memory on large boards)
 
@@ -115,11 +135,14 @@ def build_leaderboard(
     level: float = LEVEL,
     scale: tuple[int, int] | None = None,
     question_map: Mapping[tuple[str, str, str], str] | None = None,
+    labels: Labels | None = None,
 ) -> dict[str, Any]:
     """The leaderboard of the judge records (see the module doc).
 
     ``question_map``: ``(benchmark, model, id)`` -> the question the item answers, where that is not its
-    ``id`` (annotation inputs: each response has its own id and shares a ``question_id``).
+    ``id`` (annotation inputs: each response has its own id and shares a ``question_id``). ``labels``:
+    human labels of some responses (:mod:`judge.scoring.labelled`): each model's human-only and
+    prediction-powered means beside its judge-only mean, and ranks and win rates by the latter.
 
     Returns ``{"resamples", "seed", "ci_level", "scale", "boards": [...], "skipped": [...]}``; each
     board ``{"benchmark", "group", "level", "basis", "n_questions", "models": [...], "win_rates":
@@ -140,10 +163,10 @@ def build_leaderboard(
     skipped: list[dict[str, Any]] = []
     for benchmark, group in sorted(by_board, key=lambda k: (k[0], k[1] == "all", k[1])):
         board = _board(
-            benchmark, group, by_board[(benchmark, group)], resamples, seed, level, question_map or {}
+            benchmark, group, by_board[(benchmark, group)], resamples, seed, level, question_map or {}, labels
         )
         (boards if "models" in board else skipped).append(board)
-    return {
+    out: dict[str, Any] = {
         "resamples": int(resamples),
         "seed": int(seed),
         "ci_level": level,
@@ -151,18 +174,36 @@ def build_leaderboard(
         "boards": boards,
         "skipped": skipped,
     }
+    if labels is not None:
+        out["labels"] = labels.describe(
+            {(str(r["model"]), str(r["id"])) for r in records if r.get("metric") == "judge"}
+        )
+    return out
+
+
+def _question_of(question_map: Mapping[tuple[str, str, str], str]):
+    """A record's question: ``(task, id)``, or ``(task, question_id)`` through ``question_map``."""
+
+    def question(r: dict[str, Any]) -> Question:
+        return (
+            str(r["task"]),
+            question_map.get((str(r["benchmark"]), str(r["model"]), str(r["id"])), str(r["id"])),
+        )
+
+    return question
 
 
 def _question_scores(
     recs: list[dict[str, Any]], question_map: Mapping[tuple[str, str, str], str]
-) -> tuple[str, dict[str, dict[Question, float | None]]]:
-    """The board's basis and each model's score per question (None: no scored record for it)."""
+) -> tuple[str, dict[str, dict[Question, float | None]], list[dict[str, Any]]]:
+    """The board's basis, each model's score per question (None: no scored record for it), and the records
+    those scores come from."""
     overall = [r for r in recs if (r.get("criterion") or OVERALL) == OVERALL]
     basis = "overall" if overall else "criteria_mean"
     vals: dict[str, dict[Question, list[float]]] = defaultdict(lambda: defaultdict(list))
+    question = _question_of(question_map)
     for r in overall or recs:
-        qid = question_map.get((str(r["benchmark"]), str(r["model"]), str(r["id"])), str(r["id"]))
-        cell = vals[r["model"]][(str(r["task"]), qid)]
+        cell = vals[r["model"]][question(r)]
         if r.get("score") is not None:
             cell.append(float(r["score"]))
     # One overall record per model and question (scores.jsonl's key); criteria are averaged.
@@ -170,7 +211,7 @@ def _question_scores(
         model: {q: (math.fsum(v) / len(v) if v else None) for q, v in qs.items()}
         for model, qs in vals.items()
     }
-    return basis, out
+    return basis, out, [r for r in overall or recs if r.get("score") is not None]
 
 
 def _board(
@@ -181,8 +222,9 @@ def _board(
     seed: int,
     level: float,
     question_map: Mapping[tuple[str, str, str], str],
+    labels: Labels | None = None,
 ) -> dict[str, Any]:
-    basis, per_model = _question_scores(recs, question_map)
+    basis, per_model, used = _question_scores(recs, question_map)
     head = {
         "benchmark": benchmark,
         "group": group,
@@ -205,23 +247,37 @@ def _board(
         mask[i, cols] = 1.0
         means.append(math.fsum(scored.values()) / len(scored))
     boot = _resampled_means(plan, scores, mask, np.asarray(means))
-    point_rank = _ranks(np.asarray(means)[None, :])[0]
-    boot_rank = _ranks(boot)
+    ranked_by, rank_means, rank_boot = "judge", np.asarray(means), boot
+    extra: dict[str, dict[str, Any]] = {m: {} for m in ranked}
+    human_q: dict[str, dict[Question, float | None]] = {}
+    if labels is not None:
+        human_q = question_labels(used, labels, _question_of(question_map))
+        for model in ranked:
+            scored = {q: v for q, v in per_model[model].items() if v is not None}
+            hum, ppi = model_estimates(scored, human_q.get(model, {}), level)
+            extra[model] = {"human": hum, "ppi": ppi}
+        if any(extra[m]["ppi"]["mean"] is not None for m in ranked):
+            ranked_by = "ppi"
+            rank_means = np.asarray([np.nan if (v := extra[m]["ppi"]["mean"]) is None else v for m in ranked])
+            rank_boot = _resampled_ppi(plan, ranked, scores, mask, human_q, extra)
+    point_rank = _ranks(rank_means[None, :])[0]
+    boot_rank = _ranks(rank_boot)
     rows: list[dict[str, Any]] = []
     for i, model in enumerate(ranked):
         qs = per_model[model]
         rows.append(
             {
-                "rank": int(point_rank[i]),
+                "rank": int(point_rank[i]) if np.isfinite(point_rank[i]) else None,
                 "model": model,
                 "mean": means[i],
                 "ci": percentile_interval(boot[:, i], level),
-                "rank_ci": _rank_interval(boot_rank[:, i], level),
+                "rank_ci": _rank_interval(boot_rank[:, i], level) if np.isfinite(point_rank[i]) else None,
                 "n": int(mask[i].sum()),
                 "n_unscorable": sum(1 for v in qs.values() if v is None),
+                **extra[model],
             }
         )
-    rows.sort(key=lambda r: (r["rank"], r["model"]))
+    rows.sort(key=lambda r: (r["rank"] is None, r["rank"] or 0, r["model"]))
     # Models that answered questions of the board but have no score on any: listed, not ranked.
     for model in sorted(set(per_model) - set(ranked)):
         rows.append(
@@ -236,12 +292,90 @@ def _board(
             }
         )
     order = [ranked.index(r["model"]) for r in rows if r["rank"] is not None]
+    win_rates = _win_rates(plan, ranked, order, scores, mask, level)
+    if ranked_by == "ppi":
+        _ppi_win_rates(win_rates, plan, ranked, scores, mask, human_q, level)
     return {
         **head,
+        "ranked_by": ranked_by,
         "n_questions": plan.n_clusters,
         "models": rows,
-        "win_rates": _win_rates(plan, ranked, order, scores, mask, level),
+        "win_rates": win_rates,
     }
+
+
+def _resampled_ppi(
+    plan: ClusterBootstrap,
+    ranked: list[str],
+    scores: np.ndarray,
+    mask: np.ndarray,
+    human_q: Mapping[str, Mapping[Question, float | None]],
+    extra: Mapping[str, Mapping[str, Any]],
+) -> np.ndarray:
+    """``(resamples, models)``: each model's PPI mean on the question resamples, its ``lam`` fixed (NaN where
+    undefined or where a resample drew none of its labelled or none of its unlabelled questions)."""
+    lab = np.zeros_like(mask)
+    human = np.zeros_like(scores)
+    for i, model in enumerate(ranked):
+        for q, v in human_q.get(model, {}).items():
+            j = plan.index.get(q)
+            if v is not None and j is not None and mask[i, j]:
+                lab[i, j], human[i, j] = 1.0, v
+    lam = np.asarray(
+        [extra[m]["ppi"]["lam"] if extra[m]["ppi"]["mean"] is not None else np.nan for m in ranked]
+    )
+    unl = mask * (1.0 - lab)
+    rect = (human - np.nan_to_num(lam)[:, None] * scores) * lab
+
+    def centre(v: np.ndarray, m: np.ndarray) -> np.ndarray:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return (v * m).sum(axis=1) / m.sum(axis=1)
+
+    a = _resampled_means(plan, scores, unl, centre(scores, unl))
+    b = _resampled_means(plan, rect, lab, centre(rect, lab))
+    with np.errstate(invalid="ignore"):
+        # lam 0 (every question labelled, or PPI++ gave the judge no weight): the human mean alone.
+        return np.where(lam[None, :] == 0, b, lam[None, :] * a + b)
+
+
+def _ppi_win_rates(
+    win_rates: list[dict[str, Any]],
+    plan: ClusterBootstrap,
+    ranked: list[str],
+    scores: np.ndarray,
+    mask: np.ndarray,
+    human_q: Mapping[str, Mapping[Question, float | None]],
+    level: float,
+) -> None:
+    """Turn the judge-only win rates into PPI win rates, keeping the judge's beside (see
+    :mod:`judge.scoring.labelled`)."""
+    idx = {m: i for i, m in enumerate(ranked)}
+    questions = plan.labels
+    cache: dict[tuple[str, str], dict[str, Any]] = {}
+    for w in win_rates:
+        a, b = w["model"], w["opponent"]
+        if (b, a) in cache:
+            back = cache[(b, a)]
+            res = {**back, "win_rate": None if back["win_rate"] is None else 1.0 - back["win_rate"],
+                   "ci": [1.0 - back["ci"][1], 1.0 - back["ci"][0]] if back["ci"] else None}  # fmt: skip
+        else:
+            i, j = idx[a], idx[b]
+            judge_pts, human_pts = {}, {}
+            for k in np.nonzero(mask[i] * mask[j])[0]:
+                q: Any = questions[k]
+                judge_pts[q] = _points(scores[i, k], scores[j, k])
+                ha, hb = human_q.get(a, {}).get(q), human_q.get(b, {}).get(q)
+                if ha is not None and hb is not None:
+                    human_pts[q] = _points(ha, hb)
+            res = ppi_win_rate(judge_pts, human_pts, level)
+        cache[(a, b)] = res
+        w.update(judge_win_rate=w["win_rate"], judge_ci=w["ci"], win_rate=res["win_rate"], ci=res["ci"],
+                 n_labelled=res["n_labelled"])  # fmt: skip
+
+
+def _points(a: float, b: float) -> float:
+    """A win is 1, a tie 1/2 (scores within 1e-9), a loss 0."""
+    return 0.5 if abs(a - b) <= 1e-9 else float(a > b)
 
 
 def _blocks(plan: ClusterBootstrap):
@@ -356,54 +490,69 @@ def _rank_range(r: list[int] | None) -> str:
     return str(r[0]) if r[0] == r[1] else f"{r[0]}-{r[1]}"
 
 
-def _title(board: dict[str, Any]) -> str:
+def board_title(board: dict[str, Any]) -> str:
     group = board["group"]
     return f"{board['benchmark']}, " + ("all tasks" if group == "all" else f"task {group}")
 
 
 def _mean_ci(m: dict[str, Any]) -> str:
-    if m["mean"] is None:
+    if m.get("mean") is None:
         return "-"
     ci = m["ci"]
     return _num(m["mean"]) + (f" [{_num(ci[0])}, {_num(ci[1])}]" if ci else "")
 
 
+def board_table(board: dict[str, Any], level: float = LEVEL) -> tuple[list[str], list[list[Any]]]:
+    """One board's ranked table, its header and rows: rank, model, the judge-only mean (then the human-only
+    and PPI means when labels were given), rank range, n, unscorable. ``summary.md`` and the console show
+    it."""
+    labelled = any("ppi" in r for r in board["models"])
+    body = []
+    for r in board["models"]:
+        row = [r["rank"], r["model"], _mean_ci(r)]
+        if labelled:
+            hum, est = r.get("human") or {}, r.get("ppi") or {}
+            row += [
+                _mean_ci(hum) + f" (n={hum.get('n_labelled', 0)})" if hum else "-",
+                _mean_ci(est) if est else "-",
+            ]
+        body.append([*row, _rank_range(r["rank_ci"]), r["n"], r["n_unscorable"]])
+    means = [f"judge-only mean [{level:.0%} CI]"]
+    if labelled:
+        means += [f"human-only [{level:.0%} CI] (labelled)", f"PPI [{level:.0%} CI]"]
+    return ["rank", "model", *means, "rank range", "n", "unscorable"], body
+
+
 def board_markdown(board: dict[str, Any], level: float = LEVEL) -> str:
     """One board: the ranked table, then the win-rate matrix (row model against column model)."""
-    from judge.scoring.summary import md_table  # summary imports this module
-
-    body = [
-        [
-            r["rank"],
-            r["model"],
-            _mean_ci(r),
-            _rank_range(r["rank_ci"]),
-            r["n"],
-            r["n_unscorable"],
-        ]
-        for r in board["models"]
-    ]
-    head = f"### {_title(board)}\n\n"
+    ppi = board.get("ranked_by") == "ppi"
+    labelled = any("ppi" in r for r in board["models"])
+    head = f"### {board_title(board)}\n\n"
     if board["basis"] != "overall":
         head += "Ranked on the per-question mean of the scored criteria (no `overall` scores here).\n\n"
-    parts = [
-        head + md_table(["rank", "model", f"mean [{level:.0%} CI]", "rank range", "n", "unscorable"], body)
-    ]
+    if labelled and not ppi:
+        head += "Too few labelled questions for a prediction-powered mean: ranked by the judge.\n\n"
+    parts = [head + md_table(*board_table(board, level))]
     if board["win_rates"]:
         models = [r["model"] for r in board["models"] if r["rank"] is not None]
         cell = {(w["model"], w["opponent"]): w for w in board["win_rates"]}
-        matrix = [
-            [a]
-            + [
-                "-" if a == b else f"{_num(cell[(a, b)]['win_rate'], 2)} (n={cell[(a, b)]['n_shared']})"
-                for b in models
-            ]
-            for a in models
-        ]
+        matrix = [[a] + ["-" if a == b else _win_cell(cell[(a, b)]) for b in models] for a in models]
+        what = "prediction-powered win rate" if ppi else "Win rate"
         parts.append(
-            "Win rate of the row model against the column model:\n\n" + md_table(["", *models], matrix)
+            f"{what[0].upper()}{what[1:]} of the row model against the column model:\n\n"
+            + md_table(["", *models], matrix)
         )
     return "\n\n".join(parts)
+
+
+def _win_cell(w: dict[str, Any]) -> str:
+    """A win-rate matrix cell: the rate and its questions; a PPI rate also its labelled questions, and the
+    judge-only rate when too few are labelled for PPI."""
+    if "judge_win_rate" not in w:
+        return f"{_num(w['win_rate'], 2)} (n={w['n_shared']})"
+    if w["win_rate"] is None:
+        return f"- (judge only {_num(w['judge_win_rate'], 2)}; n={w['n_shared']}, {w['n_labelled']} labelled)"
+    return f"{_num(w['win_rate'], 2)} (n={w['n_shared']}, {w['n_labelled']} labelled)"
 
 
 def leaderboard_markdown(lb: dict[str, Any], *, compact: bool = False) -> list[str]:
@@ -429,9 +578,25 @@ def leaderboard_markdown(lb: dict[str, Any], *, compact: bool = False) -> list[s
         "the rank range the same percentiles of the model's rank over those resamples. Win rate: the share "
         "of the n questions both models have a score for where the row model's score is higher, ties "
         "counted half. Also in leaderboard.csv, win_rates.csv and leaderboard.png.",
-        "",
-        "\n\n".join(board_markdown(b, lb["ci_level"]) for b in shown),
     ]
+    labels = lb.get("labels")
+    if labels:
+        parts += [
+            "",
+            f"Human labels: {labels['matched']} labelled responses matched a judge score (by model and id), "
+            f"from {', '.join(f'`{f}`' for f in labels['files'])}"
+            + (
+                f"; {labels['unmatched']} did not (e.g. {', '.join(labels['unmatched_examples'])})"
+                if labels["unmatched"]
+                else ""
+            )
+            + ". Beside the judge-only mean: the human-only mean of the labelled questions and the "
+            "prediction-powered mean (PPI++: the judge's scores corrected by its error on the labelled questions), "
+            f"each with its normal {lb['ci_level']:.0%} interval. Where a board has prediction-powered means, its "
+            "ranks, rank ranges and win rates follow them (the win rate's labels: questions where both models are "
+            "labelled). Valid only if the labelled responses are a random sample of the scored ones.",
+        ]
+    parts += ["", "\n\n".join(board_markdown(b, lb["ci_level"]) for b in shown)]
     if len(shown) < len(boards):
         parts += ["", "(per-task boards in summary.md)"]
     skipped = lb.get("skipped") or []
@@ -439,7 +604,7 @@ def leaderboard_markdown(lb: dict[str, Any], *, compact: bool = False) -> list[s
         parts += [
             "",
             "No scored judge records, not ranked: "
-            + ", ".join(f"{_title(s)} ({s['n_unscorable']} unscorable)" for s in skipped)
+            + ", ".join(f"{board_title(s)} ({s['n_unscorable']} unscorable)" for s in skipped)
             + ".",
         ]
     return parts
@@ -477,9 +642,27 @@ def leaderboard_rows(lb: dict[str, Any]) -> list[dict[str, Any]]:
                     "n_questions": b["n_questions"],
                     "resamples": lb["resamples"],
                     "seed": lb["seed"],
+                    "ranked_by": b.get("ranked_by", "judge"),
+                    **_estimate_cells(m),
                 }
             )
     return rows
+
+
+def _estimate_cells(m: dict[str, Any]) -> dict[str, Any]:
+    """The human-only and PPI columns of a model's CSV row (empty without labels)."""
+    hum, ppi = m.get("human") or {}, m.get("ppi") or {}
+    hci, pci = hum.get("ci") or [None, None], ppi.get("ci") or [None, None]
+    return {
+        "human_mean": hum.get("mean"),
+        "human_ci_low": hci[0],
+        "human_ci_high": hci[1],
+        "n_labelled": hum.get("n_labelled"),
+        "ppi_mean": ppi.get("mean"),
+        "ppi_ci_low": pci[0],
+        "ppi_ci_high": pci[1],
+        "ppi_lambda": ppi.get("lam"),
+    }
 
 
 def win_rate_rows(lb: dict[str, Any]) -> list[dict[str, Any]]:
@@ -495,6 +678,11 @@ def win_rate_rows(lb: dict[str, Any]) -> list[dict[str, Any]]:
                     "ci_low": ci[0],
                     "ci_high": ci[1],
                     **{k: w[k] for k in ("wins", "ties", "losses", "n_shared")},
+                    "ranked_by": b.get("ranked_by", "judge"),
+                    "judge_win_rate": w.get("judge_win_rate"),
+                    "judge_ci_low": (w.get("judge_ci") or [None, None])[0],
+                    "judge_ci_high": (w.get("judge_ci") or [None, None])[1],
+                    "n_labelled": w.get("n_labelled"),
                 }
             )
     return rows
@@ -517,23 +705,34 @@ def leaderboard_plot(path: str | Path, lb: dict[str, Any]) -> Path:
     scale = lb.get("scale")
     for ax, b in zip(axes.flat, boards, strict=False):
         ranked = [m for m in b["models"] if m["rank"] is not None]
+        ppi = b.get("ranked_by") == "ppi"
         for y, m in enumerate(ranked):
-            ci = m["ci"]
-            # A percentile interval need not contain the mean (skewed data): clip the whiskers at it.
-            err = [[max(m["mean"] - ci[0], 0.0)], [max(ci[1] - m["mean"], 0.0)]] if ci else None
-            ax.errorbar(m["mean"], y, xerr=err, fmt="o", color=colours[m["model"]], capsize=3, elinewidth=1.2)
+            # Ranked by PPI: its mean and interval filled, the judge-only one hollow just below.
+            marks = (
+                [(m["ppi"]["mean"], m["ppi"]["ci"], "o", y - 0.12), (m["mean"], m["ci"], "o", y + 0.12)]
+                if ppi
+                else [(m["mean"], m["ci"], "o", y)]
+            )
+            for k, (mean, ci, fmt, at) in enumerate(marks):
+                # A percentile interval need not contain the mean (skewed data): clip the whiskers at it.
+                err = [[max(mean - ci[0], 0.0)], [max(ci[1] - mean, 0.0)]] if ci else None
+                ax.errorbar(mean, at, xerr=err, fmt=fmt, color=colours[m["model"]], capsize=3, elinewidth=1.2,
+                            mfc="white" if k else None)  # fmt: skip
         ax.set_yticks(range(len(ranked)))
         ax.set_yticklabels([f"{m['rank']}. {m['model']} (n={m['n']})" for m in ranked], fontsize=8)
         ax.set_ylim(len(ranked) - 0.5, -0.5)  # best on top
         if scale:
             ax.set_xlim(scale[0], scale[1])
-        ax.set_title(_title(b), fontsize=10)
-        ax.set_xlabel("mean judge score" if b["basis"] == "overall" else "mean of the criteria", fontsize=8)
+        ax.set_title(board_title(b), fontsize=10)
+        what = "mean judge score" if b["basis"] == "overall" else "mean of the criteria"
+        ax.set_xlabel(what + (" (filled: PPI, hollow: judge only)" if ppi else ""), fontsize=8)
         ax.grid(axis="x", alpha=0.3)
     for ax in list(axes.flat)[len(boards) :]:
         ax.axis("off")
     fig.suptitle(
-        f"Mean judge score with {lb['ci_level']:.0%} bootstrap intervals (questions resampled)", fontsize=11
+        f"Mean judge score with {lb['ci_level']:.0%} bootstrap intervals (questions resampled)"
+        + ("; prediction-powered means with normal intervals where labelled" if lb.get("labels") else ""),
+        fontsize=11,
     )
     fig.tight_layout()
     return _save(fig, path)

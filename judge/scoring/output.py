@@ -286,6 +286,7 @@ class RunIdentity(_RunPart):
     rubric: str
     rubric_hash: str
     target_format: str | None = None
+    calibration: str | None = None  #: fingerprint of the calibration applied (None: the raw read-out)
 
 
 class RunInput(_RunPart):
@@ -334,6 +335,7 @@ JUDGE_IDENTITY = {
     "quantization": "quantization",
     "rubric_hash": "rubric hash",
     "target_format": "prompt format",
+    "calibration": "calibration (fingerprint; None: uncalibrated scores)",
 }
 
 

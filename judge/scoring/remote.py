@@ -41,8 +41,23 @@ from pydantic import PrivateAttr, ValidationError
 from judge.core.errors import ConfigError, ImageError, JudgeError
 from judge.core.images import ImageLimits, check_image_file
 from judge.core.rubric import OVERALL, Criterion, Family, OverallSpec, Rubric, Scale, load_rubric
-from judge.core.schema import AnnotationRecord, ImageSegment, PredictionRecord, ScoreRecord
-from judge.scoring.engine import JUDGE_METRIC, Batch, JudgeSpec, judge_criteria, pending_criteria
+from judge.core.schema import (
+    AnnotationRecord,
+    ImageSegment,
+    ItemScores,
+    PredictionRecord,
+    ScoreRecord,
+    in_item_order,
+    item_scores,
+)
+from judge.scoring.engine import (
+    JUDGE_METRIC,
+    Batch,
+    JudgeSpec,
+    judge_criteria,
+    pending_criteria,
+    select_criteria,
+)
 from judge.scoring.inputs import prediction_records
 
 logger = logging.getLogger(__name__)
@@ -56,7 +71,15 @@ _BODY_MARGIN = 4096
 #: Items settled here (unscorable) are written in batches of at most this many.
 _SETTLED_BATCH = 256
 #: The limits of GET /v1/judge this client reads.
-_LIMITS = ("max_items", "max_body_mb", "max_images", "max_image_bytes", "max_image_pixels", "max_queue")
+_LIMITS = (
+    "max_items",
+    "max_body_mb",
+    "max_images",
+    "max_image_bytes",
+    "max_image_pixels",
+    "max_request_pixels",
+    "max_queue",
+)
 _MIME = {b"\x89PNG": "image/png", b"\xff\xd8\xff": "image/jpeg", b"GIF8": "image/gif", b"BM": "image/bmp"}
 
 
@@ -109,6 +132,7 @@ class _Request:
     crits: list[list[str]] = field(default_factory=list)
     blobs: list[bytes] = field(default_factory=list)
     size: int = 0
+    pixels: int = 0  #: of all its images (the server's max_request_pixels bounds it)
 
     def body(self) -> bytes:
         tail = json.dumps(self.criteria, separators=(",", ":")).encode()
@@ -212,6 +236,8 @@ class JudgeClient:
         }
         if prov.get("quantization"):
             out["quantization"] = prov["quantization"]
+        if prov.get("calibration"):
+            out["calibration"] = prov["calibration"]
         out["server"] = self.url
         return out
 
@@ -270,9 +296,9 @@ class JudgeClient:
         items: Iterable[PredictionRecord | AnnotationRecord | Mapping[str, Any]],
         criteria: str | Sequence[str] = "all",
         root: str | Path | None = None,
-    ) -> list[ScoreRecord]:
-        """Score items on the server: one :class:`ScoreRecord` per (item, criterion), in the items' order,
-        each item's criteria in rubric order (``overall`` last), as :meth:`judge.Judge.score` returns them.
+    ) -> list[ItemScores]:
+        """Score items on the server: one :class:`~judge.core.schema.ItemScores` per item, in the items'
+        order, as :meth:`judge.Judge.score` returns them (:meth:`score_records`: the flat records).
 
         ``items``: as :func:`prediction_records` takes them (``benchmark`` defaults to the server's rubric
         name; relative image paths resolve from ``root``, default the working directory). ``criteria``:
@@ -280,10 +306,22 @@ class JudgeClient:
         records with ``status="unscorable"`` and a ``reason``, never as exceptions.
         """
         records = prediction_records(items, self.rubric.name, root)
+        return item_scores(records, self._score(records, criteria))
+
+    def score_records(
+        self,
+        items: Iterable[PredictionRecord | AnnotationRecord | Mapping[str, Any]],
+        criteria: str | Sequence[str] = "all",
+        root: str | Path | None = None,
+    ) -> list[ScoreRecord]:
+        """:meth:`score`'s records as one flat list: one per (item, criterion), in the items' order, each
+        item's criteria in rubric order (``overall`` last)."""
+        return self._score(prediction_records(items, self.rubric.name, root), criteria)
+
+    def _score(self, records: list[PredictionRecord], criteria: str | Sequence[str]) -> list[ScoreRecord]:
         todo = [(r, self._criteria(r, criteria, i)) for i, r in enumerate(records)]
         out = [s for b in self._batches(todo) for s in b.records]
-        order = {(r.benchmark, r.model, r.id): i for i, r in enumerate(records)}
-        return sorted(out, key=lambda s: order.get((s.benchmark, s.model, s.id), len(order)))
+        return in_item_order(records, out)
 
     def iter_batches(
         self, records: Sequence[PredictionRecord], done: Iterable | None = None
@@ -298,18 +336,7 @@ class JudgeClient:
         return self._batches(todo)
 
     def _criteria(self, rec: PredictionRecord, wanted: str | Sequence[str], i: int) -> list[str]:
-        crits = judge_criteria(self.rubric, rec)
-        if wanted == "all" or rec.task not in self.rubric.families:
-            return crits
-        if isinstance(wanted, str):
-            wanted = [wanted]
-        unknown = [c for c in wanted if c not in crits]
-        if unknown:
-            raise ConfigError(
-                f"item {i + 1}: criteria {unknown} are not criteria of task family {rec.task!r} "
-                f"(its criteria: {', '.join(crits)})"
-            )
-        return [c for c in crits if c in wanted]
+        return select_criteria(self.rubric, rec, wanted, i + 1)
 
     def _batches(self, todo: Sequence[tuple[PredictionRecord, list[str]]]) -> Iterator[Batch]:
         if not todo:
@@ -339,19 +366,20 @@ class JudgeClient:
             # with their own timeout (their results are lost, as a killed local batch is).
             pool.shutdown(wait=finished, cancel_futures=True)
 
-    def _limits(self) -> tuple[int, int, int, ImageLimits]:
-        """Items per request, body bytes per request, images per item, and image limits of the server."""
+    def _limits(self) -> tuple[int, int, int, ImageLimits, int]:
+        """Items per request, body bytes per request, images per item, image limits and pixels per request
+        of the server."""
         lim = self.info()["limits"]
         # `concurrency` requests of this size fit in the server's queue together: no self-inflicted 429.
         per_request = max(1, min(int(lim["max_items"]), int(lim["max_queue"]) // self.concurrency))
         body = int(float(lim["max_body_mb"]) * 1024 * 1024) - _BODY_MARGIN
         images = ImageLimits(max_pixels=int(lim["max_image_pixels"]), max_bytes=int(lim["max_image_bytes"]))
-        return per_request, body, int(lim["max_images"]), images
+        return per_request, body, int(lim["max_images"]), images, int(lim["max_request_pixels"])
 
     def _requests(self, todo: Sequence[tuple[PredictionRecord, list[str]]]) -> Iterator[_Request | Batch]:
         """Pack items into requests (lazily: images are read only as requests are sent); items settled
         here come out as Batches of their unscorable records."""
-        per_request, body_limit, max_images, limits = self._limits()
+        per_request, body_limit, max_images, limits, max_pixels = self._limits()
         producer = self.producer
         open_requests: dict[Any, _Request] = {}
         settled: list[ScoreRecord] = []
@@ -360,13 +388,18 @@ class JudgeClient:
             # One request asks one set of criteria; nearly always "all" (a resumed item may lack a few).
             key: Any = "all" if crits == judge_criteria(self.rubric, rec) else tuple(crits)
             try:
-                item = self._item(rec, max_images, limits)
+                item, pixels = self._item(rec, max_images, limits)
                 blob = json.dumps(item, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
                 if len(blob) + 64 > body_limit:
                     raise _Unscorable(
                         f"the item with its images as data URLs is {len(blob) / 2**20:.1f} MB, over the "
                         f"server's request body limit of {(body_limit + _BODY_MARGIN) / 2**20:.1f} MB "
                         "(--max-body-mb)"
+                    )
+                if pixels > max_pixels:
+                    raise _Unscorable(
+                        f"image cannot be used: the item's images have {pixels:,} pixels together, over the "
+                        f"server's limit of {max_pixels:,} per request (--max-request-pixels)"
                     )
             except _Unscorable as e:
                 settled += [_unscorable(rec, c, e.reason, e.code, producer) for c in crits]
@@ -376,7 +409,11 @@ class JudgeClient:
                     settled, n_settled = [], 0
                 continue
             req = open_requests.get(key)
-            if req is not None and (len(req.recs) >= per_request or req.size + len(blob) + 64 > body_limit):
+            if req is not None and (
+                len(req.recs) >= per_request
+                or req.size + len(blob) + 64 > body_limit
+                or req.pixels + pixels > max_pixels
+            ):
                 yield open_requests.pop(key)
                 req = None
             if req is None:
@@ -385,15 +422,18 @@ class JudgeClient:
             req.crits.append(crits)
             req.blobs.append(blob)
             req.size += len(blob) + 1
+            req.pixels += pixels
         if settled:
             yield Batch(settled, n_settled, 0)
         yield from open_requests.values()
 
-    def _item(self, rec: PredictionRecord, max_images: int, limits: ImageLimits) -> dict[str, Any]:
-        """The canonical item the server gets: images as data URLs, only the content the prompt shows
-        (a family's reference only when it uses one; no images for a task the rubric lacks, which the
-        server answers as ``unknown_family``). Raises :class:`_Unscorable` for an image the server could
-        not take, with the local engine's reason."""
+    def _item(
+        self, rec: PredictionRecord, max_images: int, limits: ImageLimits
+    ) -> tuple[dict[str, Any], int]:
+        """The canonical item the server gets, and the pixels of its images: images as data URLs, only the
+        content the prompt shows (a family's reference only when it uses one; no images for a task the
+        rubric lacks, which the server answers as ``unknown_family``). Raises :class:`_Unscorable` for an
+        image the server could not take, with the local engine's reason."""
         fam = self.rubric.families.get(rec.task)
         item: dict[str, Any] = {
             "id": rec.id,
@@ -403,7 +443,7 @@ class JudgeClient:
         }
         uses_reference = fam is not None and fam.uses_reference
         fields = ["question", "reference", "response"] if uses_reference else ["question", "response"]
-        n_images = 0
+        n_images = pixels = 0
         for name in fields:
             content = getattr(rec, name)
             if content is None:
@@ -419,13 +459,15 @@ class JudgeClient:
                             f"image cannot be used: the item has more than {max_images} images, the server's "
                             "limit (--max-images)"
                         )
-                    segs.append({"type": "image", "image": _data_url(seg.image, limits)})
+                    url, (width, height) = _data_url(seg.image, limits)
+                    pixels += width * height
+                    segs.append({"type": "image", "image": url})
                 else:
                     segs.append(seg.model_dump())
             item[name] = segs
         if not item["question"]:  # every image of the question dropped (unknown family): keep it valid
             item["question"] = [{"type": "text", "text": "(images)"}]
-        return item
+        return item, pixels
 
     def _post(self, req: _Request, expected: Mapping[str, Any]) -> Batch:
         ids = ", ".join(r.id for r in req.recs[:3]) + (", ..." if len(req.recs) > 3 else "")
@@ -477,6 +519,8 @@ class JudgeClient:
                             reason=s.get("reason"),
                             distribution=s.get("distribution"),
                             argmax=s.get("argmax"),
+                            raw_score=s.get("raw_score"),
+                            interval=s.get("interval"),
                             details=s.get("details"),
                             producer=dict(producer),
                         )
@@ -554,11 +598,12 @@ def _retry_after(resp: httpx.Response) -> float:
         return 0.0
 
 
-def _data_url(path: str, limits: ImageLimits) -> str:
-    """A local image as a base64 data URL, checked first as the local engine checks it (existence, size,
-    pixels, full decoding): an :class:`_Unscorable` with the engine's reason otherwise."""
+def _data_url(path: str, limits: ImageLimits) -> tuple[str, tuple[int, int]]:
+    """A local image as a base64 data URL, and its (width, height), checked first as the local engine
+    checks it (existence, size, pixels, full decoding): an :class:`_Unscorable` with the engine's reason
+    otherwise."""
     try:
-        check_image_file(path, limits)
+        size = check_image_file(path, limits)
         data = Path(path).read_bytes()
     except ImageError as e:
         raise _Unscorable(f"image cannot be used: {e}") from None
@@ -582,7 +627,7 @@ def _data_url(path: str, limits: ImageLimits) -> str:
             f"image cannot be used: image file {path!r} is {len(data):,} bytes as sent, over the server's "
             f"limit of {limits.max_bytes:,}"
         )
-    return f"data:{mime};base64," + base64.b64encode(data).decode("ascii")
+    return f"data:{mime};base64," + base64.b64encode(data).decode("ascii"), size
 
 
 def _unscorable(

@@ -14,8 +14,9 @@ Steps (every process of a sharded run does them all, except where marked *main*)
    ``world`` takes every ``world``-th of them (input order), appending each batch to its file. With
    ``server`` the judge is a running judge-serve (:class:`~judge.scoring.remote.JudgeClient`): its judge
    and rubric settle step 1 and make the run's identity, and each finished request is a batch;
-6. *main*, after every process finished: merge into a sorted ``scores.jsonl``, write the summary
-   and its leaderboard (:mod:`~judge.scoring.summary`, :mod:`~judge.scoring.leaderboard`).
+6. *main*, after every process finished: merge into a sorted ``scores.jsonl``, add the preference of
+   each pair of a pairs input (:mod:`~judge.scoring.pairs`), write the summary and its leaderboard
+   (:mod:`~judge.scoring.summary`, :mod:`~judge.scoring.leaderboard`).
 
 Sharding uses accelerate's process state only when launched with several processes
 (``WORLD_SIZE > 1``); a plain ``judge-score`` never needs ``accelerate launch``.
@@ -49,6 +50,7 @@ from judge.scoring.engine import (
     resolve_judge,
 )
 from judge.scoring.inputs import Inputs, load_inputs, question_id
+from judge.scoring.labelled import Labels, load_labels
 from judge.scoring.output import (
     RunEvent,
     RunIdentity,
@@ -61,6 +63,7 @@ from judge.scoring.output import (
     timestamp,
     write_run,
 )
+from judge.scoring.pairs import pair_of, preference_records
 from judge.scoring.remote import JudgeClient
 from judge.scoring.summary import build_summary, write_summary
 
@@ -113,6 +116,7 @@ class _Job:
     records: list[PredictionRecord]  #: the records of this run (``limit`` applied), input order
     to_judge: list[PredictionRecord]  #: those the learned judge scores
     client: JudgeClient | None = None  #: the judge-serve that scores (``server``), else None
+    labels: Labels | None = None  #: human labels for the leaderboard's prediction-powered means (``labels``)
 
     @property
     def out_dir(self) -> Path:
@@ -173,7 +177,12 @@ def _prepare(cfg: ScoreConfig, dist: _Dist) -> _Job:
         _warn_server_settings(cfg)
     elif cfg.judge and not cfg.no_judge:
         spec = resolve_judge(
-            cfg.judge, cfg.rubric, force=cfg.force, rationale=cfg.rationale, quantization=cfg.quantization
+            cfg.judge,
+            cfg.rubric,
+            force=cfg.force,
+            rationale=cfg.rationale,
+            quantization=cfg.quantization,
+            calibration=cfg.calibration,
         )
         rubric = spec.rubric
     else:
@@ -199,7 +208,11 @@ def _prepare(cfg: ScoreConfig, dist: _Dist) -> _Job:
             "benchmarks without a rule-based metric): pass `judge` DIR|MODEL|tiny, or `no_judge` to "
             "compute the rule-based metrics only (or `server` URL: a running judge-serve scores)"
         )
-    return _Job(cfg, dist, spec, rubric, inputs, records, to_judge, client)
+    for path in cfg.labels:  # before anything is scored: a missing file fails at once
+        if not Path(path).is_file():
+            raise ConfigError(f"`labels` {path}: file not found")
+    labels = load_labels(cfg.labels, rubric) if cfg.labels else None
+    return _Job(cfg, dist, spec, rubric, inputs, records, to_judge, client, labels)
 
 
 def _run_info(job: _Job) -> RunInfo:
@@ -210,6 +223,8 @@ def _run_info(job: _Job) -> RunInfo:
         if spec
         else RunIdentity(judge=None, rubric=rubric.name, rubric_hash=rubric.hash, target_format=None)
     )
+    if job.client is not None:  # the server's calibration (it always applies the one its judge card names)
+        identity.calibration = (job.client.provenance.get("calibration") or {}).get("fingerprint")
     return RunInfo(
         identity=identity,
         judge_card=_card_summary(spec),
@@ -312,8 +327,19 @@ def _finish(
     """6. Merge the processes' files into ``scores.jsonl``, close ``run.json``, write the summary (main
     process, after every process finished). Returns the files written and the summary."""
     rows = store.merge()
+    # Pairs inputs: the judge's preference between the two sides, once both are scored (in any process).
+    prefs = preference_records(rows, [r for r in job.records if pair_of(r)], job.rubric.scale.values)
+    if prefs:
+        with store:
+            store.append(prefs)
+        rows = store.merge()
     # The summary is of this run's items only (scores.jsonl may hold more, e.g. from a run without `limit`).
     mine = {item_key(r.benchmark, r.model, r.id) for r in job.records}
+    mine |= {  # a pair's preference record is its own item ("A vs B")
+        item_key(r.benchmark, f"{r.model} vs {p['opponent']}", r.id)
+        for r in job.records
+        if (p := pair_of(r)) and p["side"] == "a"
+    }
     rows = [r for r in rows if item_key(r["benchmark"], r["model"], r["id"]) in mine]
     files = {"scores": str(store.scores_path)}
     run_info.status, run_info.finished = "finished", timestamp()
@@ -336,7 +362,14 @@ def _finish(
         questions={
             item_key(r.benchmark, r.model, r.id): q for r in job.records if (q := question_id(r)) != r.id
         },
+        labels=job.labels,
     )
+    lab = summary["leaderboard"].get("labels")
+    if lab and lab["unmatched"]:
+        logger.warning(
+            f"`labels`: {lab['unmatched']} labelled response(s) match no judge score of this run by model and id "
+            f"(e.g. {', '.join(lab['unmatched_examples'])})"
+        )
     files.update(write_summary(job.out_dir, summary))
     return files, summary
 
@@ -345,6 +378,7 @@ def _finish(
 #: the CLIPScore baseline).
 _MODEL_SETTINGS = (
     "force",
+    "calibration",
     "dtype",
     "quantization",
     "batch_tokens",

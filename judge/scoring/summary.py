@@ -1,5 +1,8 @@
 """The summary of a scoring run: judge means per benchmark, task and model, the metrics' rows, the gaps.
 
+A pairs input's preferences (:mod:`judge.scoring.pairs`) are ``preferences`` rows: per benchmark, pair of
+models, task and criterion, the mean preference of model A and its wins, ties and losses.
+
 Built from the merged ``scores.jsonl``, restricted to the items of the run that writes it (a resumed
 run summarises everything of its inputs, not only what it scored itself), and written atomically as
 ``summary.json``, ``summary.csv`` and ``summary.md``; each names the input files it covers.
@@ -31,7 +34,11 @@ from judge.benchmarks import summarize
 from judge.core.atomic import atomic_write, write_json
 from judge.core.rubric import OVERALL
 from judge.core.schema import ScoreRecord
+from judge.core.tables import cell, md_table, text_table
 from judge.scoring import leaderboard as lb
+from judge.scoring.labelled import Labels
+from judge.scoring.pairs import METRIC as PREFERENCE
+from judge.scoring.pairs import preference_rows
 
 JUDGE_SOURCE = "judge toolkit"
 CSV_COLUMNS = [
@@ -138,8 +145,8 @@ def unscorable_table(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def metric_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """:func:`judge.benchmarks.summarize` over the records."""
-    return summarize([ScoreRecord.model_validate(r) for r in records])
+    """:func:`judge.benchmarks.summarize` over the records (a pairs input's preferences aside)."""
+    return summarize([ScoreRecord.model_validate(r) for r in records if r.get("metric") != PREFERENCE])
 
 
 #: Baseline metrics summarised here (mean per benchmark, model and task, on their own scale).
@@ -188,9 +195,11 @@ def build_summary(
     leaderboard_resamples: int = lb.RESAMPLES,
     leaderboard_seed: int = lb.SEED,
     questions: dict[tuple[str, str, str], str] | None = None,
+    labels: Labels | None = None,
 ) -> dict[str, Any]:
     """Everything ``summary.json`` holds; ``leaderboard_*``: the leaderboard's bootstrap resamples and seed;
-    ``questions``: the question of each item whose id is not it (see :func:`judge.scoring.leaderboard.build_leaderboard`)."""
+    ``questions``: the question of each item whose id is not it (see :func:`judge.scoring.leaderboard.build_leaderboard`);
+    ``labels``: human labels of some responses, for the leaderboard's prediction-powered means."""
     by_metric = Counter(r["metric"] for r in records)
     return {
         "run": run,
@@ -202,12 +211,14 @@ def build_summary(
         "judge": judge_rows(records, scale, criteria),
         "metrics": metric_rows(records),
         "baselines": baseline_rows(records),
+        "preferences": preference_rows(records),
         "leaderboard": lb.build_leaderboard(
             records,
             resamples=leaderboard_resamples,
             seed=leaderboard_seed,
             scale=scale,
             question_map=questions,
+            labels=labels,
         ),
         "unscorable": unscorable_table(records),
         "skipped_invalid": skipped_invalid or [],
@@ -217,22 +228,6 @@ def build_summary(
 
 
 # ----------------------------------------------------------------------------- writing
-
-
-def _fmt(v: Any, digits: int = 3) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, float):
-        return f"{v:.{digits}f}"
-    if isinstance(v, dict):
-        return ", ".join(f"{k}: {n}" for k, n in v.items()) or "-"
-    return str(v).replace("|", "\\|")
-
-
-def md_table(headers: list[str], rows: list[list[Any]]) -> str:
-    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join(" --- " for _ in headers) + "|"]
-    lines += ["| " + " | ".join(_fmt(c) for c in row) + " |" for row in rows]
-    return "\n".join(lines)
 
 
 def judge_tables(rows: list[dict[str, Any]]) -> list[str]:
@@ -331,7 +326,7 @@ def render_markdown(summary: dict[str, Any], *, compact: bool = False) -> str:
     c = summary.get("counts") or {}
     parts += [
         "",
-        f"{c.get('records', 0)} score records ({_fmt(c.get('by_metric') or {})}); "
+        f"{c.get('records', 0)} score records ({cell(c.get('by_metric') or {})}); "
         f"{c.get('unscorable', 0)} unscorable.",
     ]
     if summary.get("judge"):
@@ -369,6 +364,44 @@ def render_markdown(summary: dict[str, Any], *, compact: bool = False) -> str:
             "",
         ]
         parts.append(metric_table(summary["baselines"]))
+    if summary.get("preferences"):
+        parts += [
+            "",
+            "## Preferences (pairs input)",
+            "",
+            "Mean preference of model A over model B: P(A better) + P(tie) / 2 from the two responses' score "
+            "distributions; wins / ties / losses count the pairs whose preference is above / at / below 0.5.",
+            "",
+            md_table(
+                [
+                    "benchmark",
+                    "A vs B",
+                    "group",
+                    "metric",
+                    "mean",
+                    "wins",
+                    "ties",
+                    "losses",
+                    "n",
+                    "unscorable",
+                ],
+                [
+                    [
+                        r["benchmark"],
+                        r["model"],
+                        r["group"],
+                        r["metric"],
+                        r["value"],
+                        r["wins"],
+                        r["ties"],
+                        r["losses"],
+                        r["n"],
+                        r["n_unscorable"],
+                    ]
+                    for r in summary["preferences"]
+                ],
+            ),
+        ]
     if summary.get("unscorable"):
         parts += ["", "## Unscorable", ""]
         parts.append(
@@ -405,6 +438,72 @@ def render_markdown(summary: dict[str, Any], *, compact: bool = False) -> str:
     return "\n".join(parts) + "\n"
 
 
+def render_console(summary: dict[str, Any]) -> str:
+    """What ``judge-score`` prints at the end, as plain text: one line of counts, the leaderboard of all
+    tasks of each benchmark, the rule-based metrics at their overall level, and where the rest is
+    (``summary.md`` holds every table)."""
+    run = summary.get("run") or {}
+    ident = run.get("identity") or {}
+    c = summary.get("counts") or {}
+    who = f"judge {ident['judge']}, rubric {ident.get('rubric')}" if ident.get("judge") else "no judge"
+    parts = [
+        f"{who}: {run.get('items', '?')} items, {c.get('records', 0)} score records "
+        f"({cell(c.get('by_metric') or {})}), {c.get('unscorable', 0)} unscorable"
+    ]
+    for board in (summary.get("leaderboard") or {}).get("boards") or []:
+        if board["group"] == "all":
+            header, rows = lb.board_table(board)
+            parts += [
+                "",
+                f"leaderboard, {lb.board_title(board)}:",
+                text_table(header, [[cell(x) for x in r] for r in rows]),
+            ]
+    overall = [r for r in summary.get("metrics") or [] if r["level"] == "overall" and r["mode"] != "judge"]
+    if overall:
+        rows = [
+            [r["benchmark"], r["model"], r["mode"], r["metric"], cell(r["value"]), str(r["n"])]
+            for r in overall
+        ]
+        parts += [
+            "",
+            "rule-based metrics, overall:",
+            text_table(["benchmark", "model", "mode", "metric", "value", "n"], rows),
+        ]
+    prefs = [
+        r
+        for r in summary.get("preferences") or []
+        if r["group"] == "all" and r["metric"] == f"{PREFERENCE}.{OVERALL}"
+    ]
+    if prefs:
+        rows = [
+            [
+                r["benchmark"],
+                r["model"],
+                cell(r["value"]),
+                str(r["wins"]),
+                str(r["ties"]),
+                str(r["losses"]),
+                str(r["n"]),
+            ]
+            for r in prefs
+        ]
+        parts += [
+            "",
+            "preference of model A over model B (pairs), overall:",
+            text_table(["benchmark", "A vs B", "mean", "wins", "ties", "losses", "n"], rows),
+        ]
+    skipped = summary.get("skipped_invalid") or []
+    if skipped:
+        parts += ["", f"{len(skipped)} invalid records skipped (listed in summary.md)"]
+    ns = summary.get("not_scored") or {}
+    if ns.get("needs_judge"):
+        parts += [
+            "",
+            f"not scored: {ns['needs_judge']} items need the learned judge (run without --no-judge)",
+        ]
+    return "\n".join(parts)
+
+
 def write_summary(out_dir: str | Path, summary: dict[str, Any]) -> dict[str, str]:
     """Write ``summary.json``, ``summary.csv`` and ``summary.md`` atomically, and the leaderboard's files
     when it has boards (:func:`judge.scoring.leaderboard.write_leaderboard`); returns their paths by key
@@ -418,7 +517,12 @@ def write_summary(out_dir: str | Path, summary: dict[str, Any]) -> dict[str, str
     files.update(paths)
     write_json(paths["json"], summary)
     buf = io.StringIO()
-    rows = [*summary["judge"], *summary["metrics"], *summary.get("baselines", [])]
+    rows = [
+        *summary["judge"],
+        *summary["metrics"],
+        *summary.get("baselines", []),
+        *summary.get("preferences", []),
+    ]
     extra = sorted({k for r in rows for k in r} - set(CSV_COLUMNS))
     w = csv.DictWriter(buf, fieldnames=CSV_COLUMNS + extra, extrasaction="ignore", lineterminator="\n")
     w.writeheader()

@@ -3,60 +3,76 @@
 Routes: ``POST /v1/score``, ``POST /v1/chat/completions``, ``GET /v1/models``, ``GET /v1/judge``,
 ``GET /health`` (alive), ``GET /ready`` (503 until loaded and warmed up, and again while draining),
 ``GET /metrics`` (Prometheus). With an API key every route but ``/health`` needs ``Authorization:
-Bearer KEY``. Errors are JSON ``{"error": {"message", "type", "code"}}`` (the shape OpenAI clients
-read) with a 4xx status naming the field; an unexpected fault is a 500 whose body carries no traceback.
+Bearer KEY``. Every error, an unknown route or method included, is OpenAI's shape, ``{"error": {"message",
+"type", "param", "code"}}`` with ``code`` a string, and a 4xx status naming the field; a body that is not
+JSON is a 400 and one over the size limit a 413 on every route, chunked or not; an unexpected fault is a
+500 whose body carries no traceback.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hmac
+import json
 import logging
 import threading
 import time
+from collections.abc import Sequence
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse, Response
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ValidationError
 from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from judge.serve.batcher import Batcher, Dropped, QueueFull, Stopped, Ticket
+from judge.serve.batcher import Batcher, Dropped, QueueFull, Stopped, Ticket, UnitResult
 from judge.serve.metrics import CONTENT_TYPE
+from judge.serve.openapi import ScoreRequest, components, request_body
+from judge.serve.reward import RewardRequest
+from judge.serve.reward import answer as reward_answer
+from judge.serve.reward import prepare as prepare_rewards
 from judge.serve.service import JudgeService, RequestError, RequestImages, result_of
 
 logger = logging.getLogger(__name__)
+B = TypeVar("B", bound=BaseModel)
 
 PUBLIC_ROUTES = {"/health"}
+#: OpenRLHF's remote reward model path, and the same under /v1/.
+REWARD_ROUTES = ("/get_reward", "/v1/reward")
 TIMEOUT_HEADER = "x-request-timeout"
+NOT_JSON = "the request body is not JSON (send a JSON object with Content-Type: application/json)"
 
 
-class ScoreBody(BaseModel):
-    """``POST /v1/score``: items in the canonical prediction form (or MMIE's), the criteria, a deadline."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    items: list[Any] = Field(description="items: id, task, question, response, optional reference and model")
-    criteria: str | list[str] = "all"
-    timeout: float | None = Field(None, gt=0, description="seconds; shorter than the server's default only")
-
-    @field_validator("criteria", mode="before")
-    @classmethod
-    def _criteria(cls, v: Any) -> Any:
-        if v == "all" or (isinstance(v, list) and v and all(isinstance(c, str) for c in v)):
-            return v
-        raise ValueError(f'must be "all" or a non-empty list of criterion ids, got {v!r}'[:200])
+#: ``error.type`` and the default ``error.code`` of each status.
+_KINDS = {
+    400: ("invalid_request_error", "invalid_json"),
+    401: ("authentication_error", "invalid_api_key"),
+    404: ("not_found_error", "not_found"),
+    405: ("invalid_request_error", "method_not_allowed"),
+    413: ("invalid_request_error", "request_too_large"),
+    422: ("invalid_request_error", "invalid_request"),
+    429: ("rate_limit_error", "rate_limit_exceeded"),
+    503: ("server_error", "service_unavailable"),
+    504: ("server_error", "timeout"),
+}
 
 
-def error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
-    kind = {400: "invalid_request_error", 401: "authentication_error", 404: "not_found_error",
-            413: "request_too_large", 422: "invalid_request_error", 429: "rate_limit_error",
-            503: "service_unavailable", 504: "timeout"}.get(status, "server_error")  # fmt: skip
-    return JSONResponse(
-        {"error": {"message": message, "type": kind, "code": status}}, status, headers=headers
-    )
+def error(
+    status: int,
+    message: str,
+    headers: dict[str, str] | None = None,
+    *,
+    param: str | None = None,
+    code: str | None = None,
+) -> JSONResponse:
+    """An error in OpenAI's shape: ``{"error": {"message", "type", "param", "code"}}``, ``code`` a string."""
+    kind, default_code = _KINDS.get(status, ("server_error", "internal_error"))
+    body = {"message": message, "type": kind, "param": param, "code": code or default_code}
+    return JSONResponse({"error": body}, status, headers=headers)
 
 
 def create_app(service: JudgeService, *, load: bool = True) -> FastAPI:
@@ -78,16 +94,22 @@ def create_app(service: JudgeService, *, load: bool = True) -> FastAPI:
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError):
-        problems = []
-        for e in exc.errors()[:10]:
-            where = ".".join(str(x) for x in e.get("loc", ()) if x != "body")
-            msg = str(e.get("msg", "")).removeprefix("Value error, ")
-            problems.append(f"`{where}`: {msg}" if where else msg)
-        return error(422, "; ".join(problems) or "invalid request body")
+        return invalid_body(exc.errors())
 
     @app.exception_handler(RequestError)
     async def _refused(request: Request, exc: RequestError):
-        return error(exc.status, str(exc))
+        return error(exc.status, str(exc), param=exc.param, code=exc.code)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException):
+        # Unknown routes and methods, in the same shape as every other error.
+        if exc.status_code == 404:
+            message = f"no route {request.method} {request.url.path}"
+        elif exc.status_code == 405:
+            message = f"{request.method} is not allowed on {request.url.path}"
+        else:
+            message = str(exc.detail)
+        return error(exc.status_code, message, dict(exc.headers or {}) or None)
 
     @app.get("/health")
     async def health():
@@ -114,7 +136,19 @@ def create_app(service: JudgeService, *, load: bool = True) -> FastAPI:
 
     @app.get("/v1/models")
     async def models():
-        return {"object": "list", "data": [_model_entry(service)]}
+        return {"object": "list", "data": [_model_entry(service, name) for name in service.served_names]}
+
+    @app.get("/v1/models/{model_id:path}")
+    async def model(model_id: str):
+        if model_id not in service.served_names:
+            served = ", ".join(repr(n) for n in service.served_names)
+            raise RequestError(
+                f"model {model_id!r} is not served here; this server serves {served}",
+                status=404,
+                param="model",
+                code="model_not_found",
+            )
+        return _model_entry(service, model_id)
 
     @app.get("/v1/judge")
     async def judge_info():
@@ -125,21 +159,29 @@ def create_app(service: JudgeService, *, load: bool = True) -> FastAPI:
             "ready": service.ready,
         }
 
-    @app.post("/v1/score")
-    async def score(body: ScoreBody, request: Request):
+    async def scored(units, timeout: float | None, request: Request) -> list[UnitResult] | Response:
+        """The units' results through the batcher, or the error to answer (429, 503, 504, a gone client)."""
         batcher = _batcher(service)
+        ticket = Ticket(service.deadline(timeout))
+        try:
+            futures = batcher.submit(units, ticket)
+        except QueueFull as e:
+            return error(429, f"busy: {e}; retry later", {"Retry-After": "1"})
+        except Stopped as e:
+            return error(503, str(e), {"Retry-After": "1"})
+        return await _wait(asyncio.gather(*futures), ticket, request, batcher)
+
+    @app.post("/v1/score", openapi_extra=request_body("/v1/score"))
+    async def score(request: Request):
+        body = await _body(request, ScoreRequest)
+        if isinstance(body, Response):
+            return body
+        _batcher(service)
         timeout = body.timeout if body.timeout is not None else _header_timeout(request)
         images = RequestImages()
         try:
             units = await run_in_threadpool(service.records, body.items, body.criteria, images)
-            ticket = Ticket(service.deadline(timeout))
-            try:
-                futures = batcher.submit(units, ticket)
-            except QueueFull as e:
-                return error(429, f"busy: {e}; retry later", {"Retry-After": "1"})
-            except Stopped as e:
-                return error(503, str(e), {"Retry-After": "1"})
-            answered = await _wait(asyncio.gather(*futures), ticket, request, batcher)
+            answered = await scored(units, timeout, request)
         finally:
             images.cleanup()
         if isinstance(answered, Response):
@@ -156,31 +198,59 @@ def create_app(service: JudgeService, *, load: bool = True) -> FastAPI:
             },
         }
 
-    @app.post("/v1/chat/completions")
+    async def reward(request: Request):
+        """OpenRLHF's remote reward model protocol (see :mod:`judge.serve.reward`)."""
+        body = await _body(request, RewardRequest)
+        if isinstance(body, Response):
+            return body
+        _batcher(service)
+        timeout = body.timeout if body.timeout is not None else _header_timeout(request)
+        files = RequestImages()
+        try:
+            criterion, units = await run_in_threadpool(prepare_rewards, service, body, service.intake(files))
+            todo = [u for u in units if not isinstance(u, str)]
+            answered = await scored(todo, timeout, request) if todo else []
+        finally:
+            files.cleanup()
+        if isinstance(answered, Response):
+            return answered
+        results = iter(answered)
+        settled = [u if isinstance(u, str) else next(results).records[0] for u in units]
+        metrics.items.inc(len(todo))
+        return reward_answer(service, body, criterion, settled)
+
+    for path in REWARD_ROUTES:
+        app.add_api_route(path, reward, methods=["POST"], openapi_extra=request_body(path))
+
+    @app.post("/v1/chat/completions", openapi_extra=request_body("/v1/chat/completions"))
     async def chat_completions(request: Request):
         from judge.serve.chat import complete
 
         _batcher(service)
-        try:
-            body = await request.json()
-        except ValueError:
-            return error(400, "the request body is not JSON")
-        if not isinstance(body, dict):
-            return error(422, "the request body must be a JSON object")
-        return await run_in_threadpool(complete, service, body)
+        body = await _json_body(request)
+        if isinstance(body, Response):
+            return body
+        reply, headers = await run_in_threadpool(complete, service, body, _header_timeout(request))
+        return JSONResponse(reply, headers=headers)
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = get_openapi(title=app.title, version=app.version, routes=app.routes)
+            described = components(service.model_name, list(service.rubric.families))
+            schema.setdefault("components", {}).setdefault("schemas", {}).update(described)
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
 
     return app
 
 
-class _BodyTooLarge(Exception):
-    pass
-
-
 class Guard:
     """ASGI middleware in front of every route: the API key, the body size limit (by Content-Length, and
-    by counting a chunked body as it arrives), refusing ``/v1/`` work while draining, the request counter,
-    and a JSON 500 without a traceback for an unexpected fault. Plain ASGI rather than Starlette's
-    ``BaseHTTPMiddleware``, which hides a client's disconnect from the route."""
+    by counting a chunked body as it arrives, on every route), refusing ``/v1/`` work while draining, the
+    request counter, and a JSON 500 without a traceback for an unexpected fault. Plain ASGI rather than
+    Starlette's ``BaseHTTPMiddleware``, which hides a client's disconnect from the route."""
 
     def __init__(self, app, service: JudgeService):
         self.app = app
@@ -201,17 +271,6 @@ class Guard:
                 state["status"], state["started"] = message["status"], True
             await send(message)
 
-        received = 0
-
-        async def receiving():
-            nonlocal received
-            message = await receive()
-            if message["type"] == "http.request":
-                received += len(message.get("body", b""))
-                if received > self.max_body:
-                    raise _BodyTooLarge
-            return message
-
         too_large = (
             f"the request body is over the limit of {self.max_body:,} bytes (--max-body-mb); send fewer or "
             "smaller items"
@@ -220,11 +279,31 @@ class Guard:
             refusal = self._refusal(route, headers, too_large)
             if refusal is not None:
                 await refusal(scope, receive, sending)
-            else:
-                await self.app(scope, receiving, sending)
-        except _BodyTooLarge:
-            if not state["started"]:
-                await error(413, too_large)(scope, receive, sending)
+                return
+            # The whole body is read here, counted as it arrives: a chunked body over the limit is a 413
+            # before any route parses it (a route's parser would turn the interruption into its own 400).
+            chunks, received, more = [], 0, True
+            while more:
+                message = await receive()
+                if message["type"] != "http.request":  # the client went away mid-body: nobody to answer
+                    return
+                chunks.append(message.get("body", b""))
+                received += len(chunks[-1])
+                if received > self.max_body:
+                    await error(413, too_large)(scope, receive, sending)
+                    return
+                more = message.get("more_body", False)
+            body: bytes | None = b"".join(chunks)
+
+            async def replay():
+                # The body once, then the real channel, so a client's disconnect still reaches the route.
+                nonlocal body
+                if body is not None:
+                    message, body = {"type": "http.request", "body": body, "more_body": False}, None
+                    return message
+                return await receive()
+
+            await self.app(scope, replay, sending)
         except Exception:
             logger.exception(f"{scope.get('method')} {route} failed")
             if not state["started"]:
@@ -245,7 +324,7 @@ class Guard:
         try:
             length = int(headers.get("content-length") or 0)
         except ValueError:
-            return error(400, "the Content-Length header is not a number")
+            return error(400, "the Content-Length header is not a number", code="invalid_header")
         if length > self.max_body:
             return error(
                 413, too_large.replace("the request body is", f"the request body is {length:,} bytes,")
@@ -255,7 +334,49 @@ class Guard:
         return None
 
 
-_ROUTES = {"/health", "/ready", "/metrics", "/v1/models", "/v1/judge", "/v1/score", "/v1/chat/completions"}
+_ROUTES = {"/health", "/ready", "/metrics", "/v1/models", "/v1/judge", "/v1/score", "/v1/chat/completions",
+           *REWARD_ROUTES}  # fmt: skip
+# /v1/models/{id} is counted as "other" in the request metric: ids are the client's to choose.
+
+
+def invalid_body(errors: Sequence[Any]) -> JSONResponse:
+    """A 422 for a body whose fields pydantic refused, each problem named by its field; a 400 for one that
+    is not JSON at all (an empty body included)."""
+    if any(
+        e.get("type") == "json_invalid"
+        or (e.get("type") == "missing" and tuple(e.get("loc", ())) == ("body",))
+        for e in errors
+    ):
+        return error(400, NOT_JSON)
+    problems, params = [], []
+    for e in errors[:10]:
+        where = ".".join(str(x) for x in e.get("loc", ()) if x != "body")
+        msg = str(e.get("msg", "")).removeprefix("Value error, ")
+        problems.append(f"`{where}`: {msg}" if where else msg)
+        params.append(where)
+    return error(422, "; ".join(problems) or "invalid request body", param=next(filter(None, params), None))
+
+
+async def _body(request: Request, model: type[B]) -> B | Response:
+    """The request's body validated by ``model``, or the error to answer (400, 422 naming the field)."""
+    raw = await _json_body(request)
+    if isinstance(raw, Response):
+        return raw
+    try:
+        return model.model_validate(raw)
+    except ValidationError as e:
+        return invalid_body(e.errors())
+
+
+async def _json_body(request: Request) -> dict[str, Any] | Response:
+    """The request's JSON object, or the error to answer: 400 if it is not JSON, 422 if not an object."""
+    try:
+        body = json.loads(await request.body())
+    except ValueError:  # UnicodeDecodeError included
+        return error(400, NOT_JSON)
+    if not isinstance(body, dict):
+        return error(422, f"the request body must be a JSON object (got {type(body).__name__})")
+    return body
 
 
 def _load(service: JudgeService) -> None:
@@ -311,7 +432,13 @@ async def _wait(gathered: asyncio.Future, ticket: Ticket, request: Request, batc
     try:
         return gathered.result()
     except Dropped as e:
+        batcher.withdraw(ticket)
         return error(504, str(e))
+    except BaseException:
+        # One unit failed: the request is answered with the error now, so its other units are withdrawn
+        # rather than scored for nobody (after the request's images are gone).
+        batcher.withdraw(ticket)
+        raise
 
 
 def _abandon(gathered: asyncio.Future) -> None:
@@ -321,10 +448,10 @@ def _abandon(gathered: asyncio.Future) -> None:
     gathered.add_done_callback(lambda f: f.cancelled() or f.exception())
 
 
-def _model_entry(service: JudgeService) -> dict[str, Any]:
+def _model_entry(service: JudgeService, name: str) -> dict[str, Any]:
     card = service.spec.card
     return {
-        "id": service.model_name,
+        "id": name,
         "object": "model",
         "created": int(service.loaded_at or time.time()),
         "owned_by": "judge",

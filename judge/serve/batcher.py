@@ -173,6 +173,7 @@ class Batcher:
 
     def _one_round(self) -> None:
         gathered: list[tuple[_Unit, Prepared]] = []
+        unit: _Unit | None = None  #: taken from the queue, not yet answered nor gathered
         tokens = 0
         first_at: float | None = None
         try:
@@ -188,6 +189,7 @@ class Batcher:
                     continue
                 if unit.ticket.expired:
                     self._drop(unit)
+                    unit = None
                     continue
                 if first_at is None:
                     first_at = unit.enqueued
@@ -197,28 +199,40 @@ class Batcher:
                 except Exception as e:  # encoding raised past the engine's own checks: this unit fails alone
                     logger.exception(f"preparing item {unit.rec.id!r} failed")
                     self._answer(unit, exc=e)
+                    unit = None
                     continue
                 if p.encoded is None:
                     self._answer(unit, UnitResult(p.records or []))
-                    continue
-                gathered.append((unit, p))
-                tokens += p.cost
+                else:
+                    gathered.append((unit, p))
+                    tokens += p.cost
+                unit = None
             if not gathered:
                 return
-            t0 = time.perf_counter()
-            units = {p.key: u for u, p in gathered}
             with self._lock:
+                # A request withdrawn while its units were gathered or waited for the model (one of them
+                # failed, its client went away, its deadline passed) is not scored for nobody.
+                kept = []
+                for u, p in gathered:
+                    if u.ticket.expired:
+                        self._drop(u)
+                    else:
+                        kept.append((u, p))
+                gathered = kept
+                t0 = time.perf_counter()
+                units = {p.key: u for u, p in gathered}
                 for group in self.engine.score_prepared(
                     [p for _, p in gathered], max_padding=self.max_padding
                 ):
                     for p in group:
                         n = p.encoded.lengths
                         self._answer(units.pop(p.key), UnitResult(p.records or [], sum(n), len(n)))
-            self.stats.on_batch(len(gathered), tokens, time.perf_counter() - t0)
+            if gathered:
+                self.stats.on_batch(len(gathered), sum(p.cost for _, p in gathered), time.perf_counter() - t0)
         except BaseException as e:
-            for u, _ in gathered:
-                if not u.future.done():
-                    self._answer(u, exc=e)
+            # Whatever raised, every unit this round holds is answered: none waits for its deadline.
+            for u in [*(u for u, _ in gathered), *([unit] if unit is not None else [])]:
+                self._answer(u, exc=e)
             raise
 
     def _drop(self, unit: _Unit) -> None:

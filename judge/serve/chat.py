@@ -13,9 +13,12 @@ One route, two answers:
   (``log(distribution * scale_mass)``).
 * **Any other conversation**: greedy generation with the judge model, its prompt rendered with the
   processor's chat template and images expanded exactly as the scorer does
-  (:func:`~judge.models.readout.encode_prompts`).
+  (:func:`~judge.models.readout.encode_prompts`). It is never taken for a score: the reply's ``judge``
+  is null and its ``X-Judge-Scored`` header ``false`` (``true`` on a scored reply). Under
+  ``--chat judge-only`` such a conversation is refused with a 422 that says how to build the judge's prompt.
 
-How a rubric prompt is recognised (:func:`match_judge_prompt`). The request must be one user message.
+How a rubric prompt is recognised (:func:`match_judge_prompt`). Leading system messages are set aside;
+what remains must be one user message.
 Its parts are flattened to one string (texts joined, each image a marker character), since clients may
 merge or split text parts. :func:`~judge.core.template.build_judge_prompt` is run once per (family,
 criterion) of the served rubric on sentinel contents, which yields the template's fixed text around the
@@ -24,11 +27,13 @@ family/criterion's fixed text is split at the fixed separators into question, re
 the prompt is then rebuilt from those parts with the served target format and must equal the request
 exactly, images included. Anything else is a plain conversation.
 
-Parameters: ``model`` (the served id, else 404), ``messages``, ``max_tokens`` /
-``max_completion_tokens`` (capped by ``--max-new-tokens`` and the context budget), ``temperature``
-(0 or absent: decoding is greedy), ``top_p`` (ignored), ``n`` (1), ``logprobs``, ``top_logprobs``
-(0..20), ``response_format`` (text), ``stream`` (false), ``seed`` (accepted: greedy decoding is
-deterministic), ``stop`` (a string or up to 4). Other fields are ignored. An image part's ``detail`` is
+Parameters: ``model`` (one of the served names, echoed in the reply; else 404), ``messages``,
+``max_tokens`` / ``max_completion_tokens`` (capped by ``--max-new-tokens`` and the context budget),
+``temperature`` and ``top_p`` (0 or absent, and 1 or absent: decoding is greedy; anything else is a 422,
+or under ``--sampling greedy`` accepted, decoded greedily all the same and said in the
+``X-Judge-Sampling`` header), ``n`` (1), ``logprobs``, ``top_logprobs`` (0..20), ``response_format``
+(text), ``stream`` (false), ``seed`` (accepted: greedy decoding is deterministic), ``stop`` (a string or
+up to 4), ``timeout`` (seconds, shortening ``--timeout-s``). Other fields are ignored. An image part's ``detail`` is
 accepted and ignored: images get the judge's own tiling, as when it scores. Every refusal is a 4xx naming
 the field (``messages[1].content[0].image_url``).
 """
@@ -41,13 +46,14 @@ import math
 import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
-from judge.core.errors import ConfigError, ImageError, JudgeError
+from judge.core.errors import ConfigError, ImageError, ImageTooLarge, JudgeError
 from judge.core.images import ImageLimits, open_image, resolve_image
 from judge.core.io import parse_records
 from judge.core.rubric import Rubric, load_rubric
@@ -81,6 +87,9 @@ class ChatRequest:
     logprobs: bool = False
     top_logprobs: int = 0
     stop: list[str] = field(default_factory=list)
+    deadline: float = math.inf  #: time.monotonic() past which the request is answered 504
+    model: str = ""  #: the served name the request asked for (echoed in the reply)
+    sampling_ignored: str | None = None  #: what sampling the request asked for, decoded greedily
 
 
 @dataclass
@@ -105,20 +114,44 @@ class _Answer:
 # ----------------------------------------------------------------------------- the route
 
 
-def complete(service: JudgeService, body: Mapping[str, Any]) -> dict[str, Any]:
-    """Answer one ``POST /v1/chat/completions`` body with an OpenAI ``chat.completion`` object (see the
-    module doc). Raises :class:`RequestError` for what it refuses (a 4xx naming the field; a 500 for a
-    judge whose score distribution is not finite); runs the model under ``service.model_lock``. The request's decoded images are removed before it returns."""
+def complete(
+    service: JudgeService, body: Mapping[str, Any], timeout: float | None = None
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """Answer one ``POST /v1/chat/completions`` body: an OpenAI ``chat.completion`` object (see the module
+    doc) and the reply's headers: ``X-Judge-Scored`` (``true`` when the reply is the judge's score of its
+    own prompt, with a ``judge`` field; ``false``, with ``"judge": null``, for anything else), and
+    ``X-Judge-Sampling`` when sampling that was asked for was decoded greedily (``--sampling greedy``).
+
+    Raises :class:`RequestError` for what it refuses (a 4xx naming the field; under ``--chat judge-only``
+    a 422 for any conversation that is not the judge's prompt; a 500 for a judge whose score distribution
+    is not finite; a 504 past the request's deadline: the server's ``--timeout-s``, shortened by the body's
+    ``timeout`` or else by ``timeout``, the X-Request-Timeout header's seconds). The model runs under
+    ``service.model_lock``, never past the deadline: waiting for the lock and generating both stop there.
+    The request's decoded images are removed before it returns."""
+    own = _optional_number(body, "timeout")
+    if own is not None and not own > 0:
+        raise RequestError(f"`timeout` {own:g} must be a positive number of seconds", param="timeout")
+    deadline = service.deadline(own if own is not None else timeout)
     images = RequestImages()
     opened: list = []
     try:
         req = parse_request(service, body, images)
+        req.deadline = deadline
+        match = match_judge_prompt(service.rubric, req.messages, req.images, service.spec.target_format)
+        if match is None and service.cfg.chat == "judge-only":
+            raise RequestError(
+                "`messages`: this server answers only its judge's own rubric prompt (--chat judge-only), and "
+                "this conversation is not one. Build it with judge.judge_chat_messages(rubric, item, "
+                "criterion) (GET /v1/judge names the rubric, its families and criteria), or POST the item "
+                "to /v1/score",
+                param="messages",
+                code="not_a_judge_prompt",
+            )
         for path, where in zip(req.images, req.image_parts, strict=True):
             try:
                 opened.append(open_image(path, service.image_limits))
             except ImageError as e:
-                raise RequestError(f"{where}: {e}") from None
-        match = match_judge_prompt(service.rubric, req.messages, req.images, service.spec.target_format)
+                raise RequestError(f"{where}: {e}", param=where, code="invalid_image") from None
         if match is not None:
             answer = _score(service, req, match)  # the engine opens the images itself, as /v1/score does
         else:
@@ -127,22 +160,30 @@ def complete(service: JudgeService, body: Mapping[str, Any]) -> dict[str, Any]:
         for im in opened:
             im.close()
         images.cleanup()
-    return _completion(service, answer)
+    headers = {"X-Judge-Scored": "true" if answer.judge is not None else "false"}
+    if req.sampling_ignored:
+        headers["X-Judge-Sampling"] = f"greedy ({req.sampling_ignored} decoded greedily)"
+    return _completion(service, req, answer), headers
 
 
 def parse_request(service: JudgeService, body: Mapping[str, Any], images: RequestImages) -> ChatRequest:
     """Validate ``body`` as OpenAI does (errors name the field) and make its images local files in
     ``images``' folder (data URLs) or under ``--image-root`` (paths); nothing is fetched."""
     model = body.get("model")
+    served = ", ".join(repr(n) for n in service.served_names)
     if not isinstance(model, str) or not model:
-        raise RequestError(f"`model` is required: this server serves {service.model_name!r} (GET /v1/models)")
-    if model != service.model_name:
         raise RequestError(
-            f"`model` {model!r} is not served here; this server serves {service.model_name!r} "
-            "(GET /v1/models)",
-            status=404,
+            f"`model` is required: this server serves {served} (GET /v1/models)", param="model"
         )
-    _check_sampling(body)
+    if model not in service.served_names:
+        raise RequestError(
+            f"`model` {model!r} is not served here; this server serves {served} (GET /v1/models; "
+            "judge-serve --served-name NAME answers to another name)",
+            status=404,
+            param="model",
+            code="model_not_found",
+        )
+    ignored = _check_sampling(body, service.cfg.sampling)
     legacy = _optional_int(body, "max_tokens", lo=1)
     asked = _optional_int(body, "max_completion_tokens", lo=1)  # the newer name wins when both are sent
     asked = asked if asked is not None else legacy
@@ -157,7 +198,17 @@ def parse_request(service: JudgeService, body: Mapping[str, Any], images: Reques
             f"`messages` carry {len(refs)} images, over the limit of {service.cfg.max_images} (--max-images)",
             status=413,
         )
-    paths = [service.local_image(url, where, images) for where, url in refs]
+    intake = service.intake(images)
+    paths = []
+    for where, url in refs:
+        try:
+            paths.append(intake(url))
+        except ImageError as e:
+            too_large = isinstance(e, ImageTooLarge)
+            raise RequestError(
+                f"{where}: {e}", status=413 if too_large else 422, param=where,
+                code="image_too_large" if too_large else "invalid_image",
+            ) from None  # fmt: skip
     return ChatRequest(
         messages=messages,
         images=paths,
@@ -166,24 +217,42 @@ def parse_request(service: JudgeService, body: Mapping[str, Any], images: Reques
         logprobs=logprobs,
         top_logprobs=top,
         stop=_stop(body.get("stop")),
+        model=model,
+        sampling_ignored=ignored,
     )
 
 
-def _check_sampling(body: Mapping[str, Any]) -> None:
+def _check_sampling(body: Mapping[str, Any], policy: str) -> str | None:
+    """Refuse what cannot be honoured; under ``policy == "greedy"`` a request to sample is accepted, and
+    what it asked for is returned (to be said in a header) since decoding stays greedy."""
     temperature = _optional_number(body, "temperature")
-    if temperature is not None and temperature != 0:
-        raise RequestError(
-            f"`temperature` {temperature:g}: only 0 is supported (this server decodes greedily, and the "
-            "judge's scores are read, not sampled); send 0 or leave it out"
-        )
-    top_p = _optional_number(body, "top_p")  # meaningless for greedy decoding: checked, then ignored
+    if temperature is not None and temperature < 0:
+        raise RequestError(f"`temperature` {temperature:g} must be 0 or more", param="temperature")
+    top_p = _optional_number(body, "top_p")
     if top_p is not None and not 0 <= top_p <= 1:
-        raise RequestError(f"`top_p` {top_p:g} must be between 0 and 1")
+        raise RequestError(f"`top_p` {top_p:g} must be between 0 and 1", param="top_p")
+    asked = []
+    if temperature is not None and temperature != 0:
+        asked.append(f"temperature {temperature:g}")
+    if top_p is not None and top_p < 1:
+        asked.append(f"top_p {top_p:g}")
+    if asked and policy != "greedy":
+        raise RequestError(
+            f"`{asked[0].split()[0]}` {asked[0].split()[1]}: this server decodes greedily (the judge's scores "
+            "are read, not sampled); send temperature 0 or leave it out, or start the server with "
+            "--sampling greedy to accept sampling settings and decode greedily anyway",
+            param=asked[0].split()[0],
+            code="sampling_not_supported",
+        )
     n = _optional_int(body, "n", lo=1)
     if n is not None and n != 1:
-        raise RequestError(f"`n` {n}: only 1 choice per request is supported (greedy decoding gives one)")
+        raise RequestError(
+            f"`n` {n}: only 1 choice per request is supported (greedy decoding gives one)", param="n"
+        )
     if _optional_bool(body, "stream"):
-        raise RequestError("`stream`: streaming is not supported; send `stream: false` or leave it out")
+        raise RequestError(
+            "`stream`: streaming is not supported; send `stream: false` or leave it out", param="stream"
+        )
     _optional_int(body, "seed")
     fmt = body.get("response_format")
     if fmt is not None:
@@ -191,8 +260,10 @@ def _check_sampling(body: Mapping[str, Any]) -> None:
         if kind != "text":
             raise RequestError(
                 f"`response_format.type` {kind!r} is not supported: this server does not constrain its "
-                "output; send {'type': 'text'} or leave `response_format` out"
+                "output; send {'type': 'text'} or leave `response_format` out",
+                param="response_format",
             )
+    return ", ".join(asked) or None
 
 
 def _messages(raw: Any) -> tuple[list[dict], list[tuple[str, str]]]:
@@ -205,7 +276,8 @@ def _messages(raw: Any) -> tuple[list[dict], list[tuple[str, str]]]:
         where = f"messages[{i}]"
         if not isinstance(msg, Mapping):
             raise RequestError(f"`{where}` must be an object with `role` and `content`")
-        role = _ROLES.get(msg.get("role"))  # type: ignore[arg-type]
+        raw_role = msg.get("role")
+        role = _ROLES.get(raw_role) if isinstance(raw_role, str) else None
         if role is None:
             raise RequestError(
                 f"`{where}.role` {msg.get('role')!r} is not supported; use system, user or assistant"
@@ -340,7 +412,11 @@ def match_judge_prompt(
     rubric: Rubric, messages: Sequence[Mapping[str, Any]], images: Sequence[str], target_format: TargetFormat
 ) -> JudgeMatch | None:
     """The item and criterion when ``messages`` (chat-template form, images in order as ``images``) are
-    exactly the judge's prompt for them in ``target_format``; else None. See the module doc."""
+    exactly the judge's prompt for them in ``target_format``; else None. See the module doc. Leading system
+    messages (a harness's own preamble) are set aside: the judge's prompt has none, and they change no
+    score."""
+    while messages and messages[0]["role"] == "system":
+        messages = messages[1:]
     if len(messages) != 1 or messages[0]["role"] != "user":
         return None
     flat = _flatten(messages)
@@ -417,7 +493,7 @@ def _score(service: JudgeService, req: ChatRequest, match: JudgeMatch) -> _Answe
     engine = service.engine
     prepared = engine.prepare(match.record, [match.criterion], key=0)
     if prepared.encoded is not None:
-        with service.model_lock:
+        with _model(service, req):
             for _ in engine.score_prepared([prepared]):
                 pass
     rec: ScoreRecord = prepared.records[0]
@@ -477,17 +553,19 @@ def _generate(service: JudgeService, req: ChatRequest, images: list) -> _Answer:
     eos = gen.eos_token_id if gen.eos_token_id is not None else tok.eos_token_id
     eos_ids = set(eos if isinstance(eos, list) else [eos] if eos is not None else [])
     pad = gen.pad_token_id if gen.pad_token_id is not None else tok.pad_token_id
-    # A fresh config: plain argmax decoding, whatever sampling defaults the model's own config carries.
-    config = GenerationConfig(
-        max_new_tokens=max_new, do_sample=False, num_beams=1, eos_token_id=eos,
-        pad_token_id=pad if pad is not None else next(iter(eos_ids), 0),
-        stop_strings=req.stop or None, return_dict_in_generate=True, output_logits=req.logprobs,
-    )  # fmt: skip
     device = engine.scorer.device
     input_ids = torch.tensor([ids], device=device)
     # No pixel_values key at all without images: transformers runs the vision encoder on any it is given.
     extra = {"pixel_values": pixel_values.to(device, _float_dtype(model))} if pixel_values is not None else {}
-    with service.model_lock, torch.inference_mode():
+    with _model(service, req), torch.inference_mode():
+        # A fresh config: plain argmax decoding, whatever sampling defaults the model's own config carries;
+        # max_time stops it at the request's deadline, so it never holds the model past it.
+        config = GenerationConfig(
+            max_new_tokens=max_new, do_sample=False, num_beams=1, eos_token_id=eos,
+            pad_token_id=pad if pad is not None else next(iter(eos_ids), 0),
+            stop_strings=req.stop or None, return_dict_in_generate=True, output_logits=req.logprobs,
+            max_time=_remaining(req),
+        )  # fmt: skip
         out = model.generate(
             input_ids=input_ids,
             attention_mask=torch.ones_like(input_ids),
@@ -495,6 +573,8 @@ def _generate(service: JudgeService, req: ChatRequest, images: list) -> _Answer:
             tokenizer=tok,  # for stop_strings
             **extra,
         )
+    if time.monotonic() > req.deadline:
+        raise _past_deadline("generating")
     new = out.sequences[0, len(ids) :].tolist()
     text = tok.decode(new, skip_special_tokens=True)
     cuts = [i for i in (text.find(s) for s in req.stop) if i >= 0]
@@ -510,6 +590,33 @@ def _generate(service: JudgeService, req: ChatRequest, images: list) -> _Answer:
             tok, new, out.logits, req.top_logprobs, eos_ids, len(text) if cuts else None
         )
     return _Answer(text, finish, len(ids), len(new), logprobs)
+
+
+@contextmanager
+def _model(service: JudgeService, req: ChatRequest) -> Iterator[None]:
+    """``service.model_lock``, waited for no longer than the request's deadline (then a 504)."""
+    if not service.model_lock.acquire(timeout=_remaining(req)):
+        raise _past_deadline("waiting for the model")
+    try:
+        yield
+    finally:
+        service.model_lock.release()
+
+
+def _remaining(req: ChatRequest) -> float:
+    left = req.deadline - time.monotonic()
+    if left <= 0:
+        raise _past_deadline("waiting")
+    return left
+
+
+def _past_deadline(doing: str) -> RequestError:
+    return RequestError(
+        f"the request passed its deadline while {doing} (raise `timeout` or X-Request-Timeout up to the "
+        "server's --timeout-s, or ask for fewer `max_tokens`)",
+        status=504,
+        code="timeout",
+    )
 
 
 def _encode(processor, messages: list[dict], images: list, budget: int):
@@ -606,13 +713,13 @@ def _log(p: float) -> float:
     return math.log(p) if p > 0 else MIN_LOGPROB
 
 
-def _completion(service: JudgeService, answer: _Answer) -> dict[str, Any]:
+def _completion(service: JudgeService, req: ChatRequest, answer: _Answer) -> dict[str, Any]:
     logprobs = {"content": answer.logprobs, "refusal": None} if answer.logprobs is not None else None
     out: dict[str, Any] = {
         "id": f"chatcmpl-{uuid.uuid4().hex}",
         "object": "chat.completion",
         "created": int(time.time()),
-        "model": service.model_name,
+        "model": req.model,
         "system_fingerprint": f"fp_{service.spec.fingerprint[:16]}" if service.spec.fingerprint else None,
         "choices": [
             {
@@ -627,9 +734,9 @@ def _completion(service: JudgeService, answer: _Answer) -> dict[str, Any]:
             "completion_tokens": answer.completion_tokens,
             "total_tokens": answer.prompt_tokens + answer.completion_tokens,
         },
+        # The judge's reading of its own prompt, or null: a reply without it is generated text, not a score.
+        "judge": answer.judge,
     }
-    if answer.judge is not None:
-        out["judge"] = answer.judge
     return out
 
 
@@ -684,6 +791,27 @@ def judge_chat_messages(
     return [{"role": "user", "content": content}]
 
 
+def score_from_logprobs(top_logprobs: Sequence[Any], scale: Sequence[int] = tuple(range(7))) -> float | None:
+    """The judge's expected score from an OpenAI-style reply's ``top_logprobs`` of its one score token: the
+    scale values' probabilities, renormalised, weighting the values (what ``/v1/score`` computes from the
+    same distribution). Entries are objects with ``token`` and ``logprob`` (the openai, litellm and
+    inspect-ai types) or such dicts. ``None`` when no scale value is among them; ask for ``top_logprobs``
+    of at least the scale's size (7 for 0-6) to get all of them."""
+    probs: dict[int, float] = {}
+    for entry in top_logprobs:
+        token = entry.get("token") if isinstance(entry, Mapping) else getattr(entry, "token", None)
+        logprob = entry.get("logprob") if isinstance(entry, Mapping) else getattr(entry, "logprob", None)
+        if (
+            isinstance(token, str)
+            and token.strip().lstrip("-").isdigit()
+            and int(token) in scale
+            and logprob is not None
+        ):
+            probs[int(token)] = probs.get(int(token), 0.0) + math.exp(float(logprob))
+    mass = sum(probs.values())
+    return sum(v * p for v, p in probs.items()) / mass if mass > 0 else None
+
+
 def _prediction(rubric: Rubric, item: Any, root: str | Path | None) -> PredictionRecord:
     if isinstance(item, Mapping):
         (item,) = parse_records([item], "auto", root=root, source="item", defaults={"benchmark": rubric.name})
@@ -721,4 +849,5 @@ __all__ = [
     "judge_chat_messages",
     "match_judge_prompt",
     "parse_request",
+    "score_from_logprobs",
 ]

@@ -7,11 +7,13 @@ stated default; a request over one gets a 4xx naming it.
 
 from __future__ import annotations
 
+import ipaddress
 import os
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
+from judge.core.errors import ConfigError
 from judge.core.images import DEFAULT_MAX_BYTES, DEFAULT_MAX_PIXELS
 from judge.core.settings import PathText, Settings
 from judge.models import BATCH_TOKENS
@@ -29,13 +31,47 @@ class ServeConfig(Settings):
         None, description="rubric name or YAML path (default: the one the judge card names)"
     )
     force: bool = Field(False, description="serve even when the rubric's hash differs from the judge card's")
-    served_name: str | None = Field(
+    served_name: list[str] | None = Field(
         None,
-        description="the model id /v1/models lists and chat requests name (default: the judge folder's "
-        "name, or the model id as given)",
+        description="the model id(s) /v1/models lists and chat requests may name; repeat it to answer to "
+        "several, e.g. a harness's default model (default: the judge folder's name, or the model id as given)",
+        json_schema_extra={"metavar": "NAME"},
+    )
+    chat: Literal["any", "judge-only"] = Field(
+        "any",
+        description="any: /v1/chat/completions answers the judge's own prompt with its score and any other "
+        "conversation with greedy generation (marked unscored); judge-only: other conversations get a 422",
+    )
+    sampling: Literal["refuse", "greedy"] = Field(
+        "refuse",
+        description="refuse: a chat request asking to sample (temperature above 0, top_p below 1) gets a "
+        "422; greedy: it is accepted and decoded greedily, which the X-Judge-Sampling header says",
+    )
+    reward_task: str | None = Field(
+        None,
+        description="the task family /get_reward scores queries on when the request does not say (default: "
+        "the rubric's only family)",
+    )
+    reward_criterion: str = Field(
+        "overall", description="the criterion /get_reward scores, unless the request says (default overall)"
+    )
+    reward_scale: Literal["raw", "unit"] = Field(
+        "raw",
+        description="a /get_reward reward: the expected score on the rubric's scale (raw), or scaled to [0, 1] "
+        "(unit)",
+    )
+    reward_fallback: float = Field(
+        0.0, description="the reward of a query that cannot be scored (flagged in extra_logs; default 0)"
     )
     host: str = Field(
-        "127.0.0.1", description="address to bind (default 127.0.0.1: this machine only; 0.0.0.0 for all)"
+        "127.0.0.1",
+        description="address to bind (default 127.0.0.1: this machine only; 0.0.0.0 for all, which needs an "
+        "API key or allow_unauthenticated)",
+    )
+    allow_unauthenticated: bool = Field(
+        False,
+        description="serve on an address other than loopback without an API key (anyone who reaches the "
+        "port can then use the judge)",
     )
     port: int = Field(8000, ge=0, le=65535, description="port (default 8000; 0: any free port)")
     api_key: str | None = Field(
@@ -91,10 +127,18 @@ class ServeConfig(Settings):
     max_image_bytes: int = Field(
         DEFAULT_MAX_BYTES, ge=1, description=f"bytes per image (default {DEFAULT_MAX_BYTES:,})"
     )
-    max_image_pixels: int = Field(
-        DEFAULT_MAX_PIXELS,
+    max_image_pixels: int | None = Field(
+        None,
         ge=1,
-        description=f"pixels per image, checked before decoding (default {DEFAULT_MAX_PIXELS:,})",
+        description="pixels per image, read from the image's header before decoding (default: 4 times "
+        "what the judge's tiling can use, max tiles x tile size^2 of its processor; "
+        f"{DEFAULT_MAX_PIXELS:,} when the processor does not say)",
+    )
+    max_request_pixels: int | None = Field(
+        None,
+        ge=1,
+        description="pixels of all the images of one request together, read from their headers before "
+        "decoding (default: 32 times max_image_pixels)",
     )
     max_tokens: int | None = Field(
         None,
@@ -117,6 +161,18 @@ class ServeConfig(Settings):
     ray: bool = Field(False, description="serve with Ray Serve replicas (needs the ray extra)")
     replicas: int = Field(1, ge=1, description="Ray Serve replicas, one GPU each when there are GPUs")
 
+    @field_validator("served_name", mode="before")
+    @classmethod
+    def _one_name(cls, v: Any) -> Any:
+        return [v] if isinstance(v, str) else v
+
+    @field_validator("served_name")
+    @classmethod
+    def _names(cls, v: list[str] | None) -> list[str] | None:
+        if v is not None and (not v or not all(name.strip() for name in v)):
+            raise ValueError("a served name must not be empty")
+        return v
+
     @model_validator(mode="after")
     def _consistent(self) -> ServeConfig:
         if self.max_items > self.max_queue:
@@ -133,6 +189,27 @@ class ServeConfig(Settings):
     def key(self) -> str | None:
         """The API key in force: the setting, else the environment's ``JUDGE_API_KEY``."""
         return self.api_key or os.environ.get(API_KEY_ENV) or None
+
+    def check_exposure(self) -> None:
+        """Refuse to serve an address other than loopback without an API key, unless the operator says so
+        (``allow_unauthenticated``): on a shared network anyone could otherwise use the judge."""
+        if self.key() or self.allow_unauthenticated or is_loopback(self.host):
+            return
+        raise ConfigError(
+            f"`host` {self.host!r} lets other machines reach the server, and it has no API key: set one "
+            f"(--api-key KEY or the {API_KEY_ENV} environment variable), bind 127.0.0.1, or pass "
+            "--allow-unauthenticated if anyone who reaches the port may use the judge"
+        )
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is this machine only (127.0.0.0/8, ::1, localhost)."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 __all__ = ["API_KEY_ENV", "ServeConfig"]

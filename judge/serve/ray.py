@@ -95,6 +95,7 @@ def serve_with_ray(cfg: ServeConfig) -> int:
     except ImportError:
         raise ConfigError("`ray` needs Ray Serve, which is not installed: pip install 'judge[ray]'") from None
 
+    cfg.check_exposure()
     cfg = _portable(cfg)
     port = _free_port(cfg.host, cfg.port)
     threads = int(os.environ.get("OMP_NUM_THREADS") or max(1, (os.cpu_count() or 1) // cfg.replicas))

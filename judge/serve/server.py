@@ -40,13 +40,16 @@ class _Server(uvicorn.Server):
 def banner(service: JudgeService, url: str) -> str:
     cfg, p = service.cfg, service.provenance()
     key = "API key required" if cfg.key() else "no API key"
+    pixels = f"{cfg.max_image_pixels:,}" if cfg.max_image_pixels else "4x the judge's tiling"
+    request_pixels = f"{cfg.max_request_pixels:,}" if cfg.max_request_pixels else "32x that"
     return "\n".join(
         [
             f"judge-serve: {service.model_name}  ({p['judge']})",
             f"  rubric {p['rubric']} (hash {p['rubric_hash'][:12]}), fingerprint {p['fingerprint'][:16]}",
             f"  listening on {url}  ({key}; /health, /ready, /metrics, /v1/score, /v1/chat/completions)",
             f"  limits: {cfg.max_items} items/request, {cfg.max_images} images/item, "
-            f"{cfg.max_image_bytes:,} bytes and {cfg.max_image_pixels:,} pixels/image, body {cfg.max_body_mb:g} MB, "
+            f"{cfg.max_image_bytes:,} bytes and {pixels} pixels/image, {request_pixels} pixels/request, "
+            f"body {cfg.max_body_mb:g} MB, "
             f"queue {cfg.max_queue} items, batch {cfg.max_batch_tokens} tokens, wait {cfg.max_wait_ms:g} ms, "
             f"padding {cfg.max_padding:.0%}, timeout {cfg.timeout_s:g} s",
         ]
@@ -56,6 +59,7 @@ def banner(service: JudgeService, url: str) -> str:
 def serve(cfg: ServeConfig) -> int:
     """Serve until SIGTERM/SIGINT; returns the exit code. The weights load after the port is bound, so
     ``/health`` answers at once and ``/ready`` turns 200 once the judge is warm."""
+    cfg.check_exposure()
     service = JudgeService(cfg)
     sock = socket.socket(socket.AF_INET6 if ":" in cfg.host else socket.AF_INET)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

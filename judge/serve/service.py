@@ -10,38 +10,46 @@ import base64
 import binascii
 import hashlib
 import logging
+import os
 import shutil
+import sys
 import tempfile
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from judge.core.errors import ConfigError, ImageError, JudgeError, RecordError
-from judge.core.images import ImageLimits, is_url, resolve_image
+from judge.core.errors import ConfigError, ImageError, ImageTooLarge, JudgeError, RecordError
+from judge.core.images import DEFAULT_MAX_PIXELS, ImageLimits, image_size, is_url, resolve_image
 from judge.core.io import InvalidRecordsError, parse_records
 from judge.core.rubric import OVERALL
-from judge.core.schema import PredictionRecord, ScoreRecord
+from judge.core.schema import PredictionRecord, ScoreRecord, content_fields, content_images
 from judge.serve.batcher import Batcher, BatcherStats
 from judge.serve.config import ServeConfig
 from judge.serve.metrics import ServiceMetrics
 
 logger = logging.getLogger(__name__)
 
-#: The content fields of an item whose image segments the service reads.
-CONTENT_FIELDS = ("question", "response", "reference")
+#: The default per-image pixel cap is this many times what the judge's tiling can use (an image at most
+#: twice the width and height the judge looks at); see :func:`judge.models.processor.tiling_pixels`.
+PIXELS_OVER_TILING = 4
+#: The default per-request pixel budget, in full-size images (``max_image_pixels``).
+REQUEST_IMAGES_AT_CAP = 32
 _DATA_URL_EXT = {"image/png": ".png", "image/jpeg": ".jpg", "image/jpg": ".jpg", "image/webp": ".webp",
                  "image/gif": ".gif", "image/bmp": ".bmp"}  # fmt: skip
 
 
 class RequestError(JudgeError):
-    """A request the service refuses; ``status`` is the HTTP status to answer with (4xx)."""
+    """A request the service refuses; ``status`` is the HTTP status to answer with (4xx), ``param`` the
+    field it names (``items[0].response[1].image``) and ``code`` a short machine-readable reason."""
 
-    def __init__(self, message: str, status: int = 422):
+    def __init__(self, message: str, status: int = 422, *, param: str | None = None, code: str | None = None):
         super().__init__(message)
         self.status = status
+        self.param = param
+        self.code = code
 
 
 @dataclass
@@ -64,33 +72,111 @@ class RequestImages:
             self.folder = None
 
 
-def decode_data_url(url: str, where: str, max_bytes: int) -> tuple[bytes, str]:
-    """The bytes and file extension of a base64 ``data:image/...`` URL; a :class:`RequestError` naming
-    ``where`` if it is not one or is over ``max_bytes``. Nothing is fetched: other URLs are refused."""
+def decode_data_url(url: str, max_bytes: int) -> tuple[bytes, str]:
+    """The bytes and file extension of a base64 ``data:image/...`` URL. Any other URL (``http://``,
+    ``file://``, ...) is refused: nothing is fetched. Raises :class:`ImageError` (:class:`ImageTooLarge`
+    over ``max_bytes``)."""
     if not url.startswith("data:"):
-        raise RequestError(
-            f"{where}: {url[:40]!r}... is a URL; the server fetches nothing from the network: send the image "
-            "as a base64 data URL (data:image/png;base64,...) or as a path under the server's --image-root"
+        raise ImageError(
+            f"{url[:40]!r}... is a URL; the server fetches nothing from the network or the disk by URL: send "
+            "the image as a base64 data URL (data:image/png;base64,...) or as a path under the server's "
+            "--image-root"
         )
     head, sep, payload = url.partition(",")
     mime = head[5:].split(";")[0].lower()
     if not sep or ";base64" not in head.lower():
-        raise RequestError(f"{where}: a data URL must be base64 (data:image/png;base64,...)")
+        raise ImageError("a data URL must be base64 (data:image/png;base64,...)")
     if mime not in _DATA_URL_EXT:
-        raise RequestError(
-            f"{where}: {mime or 'no'} media type; send one of {', '.join(sorted(_DATA_URL_EXT))}"
-        )
+        raise ImageError(f"{mime or 'no'} media type; send one of {', '.join(sorted(_DATA_URL_EXT))}")
     if len(payload) * 3 // 4 > max_bytes:
-        raise RequestError(
-            f"{where}: the image is about {len(payload) * 3 // 4:,} bytes, over the limit of {max_bytes:,} "
-            "(--max-image-bytes)",
-            status=413,
+        raise ImageTooLarge(
+            f"the image is about {len(payload) * 3 // 4:,} bytes, over the limit of {max_bytes:,} "
+            "(--max-image-bytes)"
         )
     try:
         data = base64.b64decode(payload, validate=True)
     except (binascii.Error, ValueError):
-        raise RequestError(f"{where}: the data URL's base64 payload does not decode") from None
+        raise ImageError("the data URL's base64 payload does not decode") from None
     return data, _DATA_URL_EXT[mime]
+
+
+class ImageIntake:
+    """A request's images on their way in: the one gate every image reference of a request passes, in
+    ``/v1/score`` items of any record form and field (as the resolver of
+    :func:`~judge.core.io.parse_records`, on the canonical record) and in chat ``image_url`` parts.
+
+    * A data URL is decoded into the request's temporary folder; any other URL is refused.
+    * A path is taken only under ``--image-root`` and refused otherwise, before anything opens it, with
+      one message whether or not the file exists (a refusal tells nothing about the disk).
+    * Each image's size is read from its header (no decoding): over ``max_image_pixels``, or past the
+      request's ``max_request_pixels`` in all, it is refused (:class:`ImageTooLarge`, a 413).
+
+    A missing or corrupt file under the root, or an undecodable data URL, is left to the engine, which
+    answers its item as unscorable, as ``judge-score`` does.
+    """
+
+    def __init__(
+        self,
+        files: RequestImages,
+        root: Path | None,
+        limits: ImageLimits,
+        max_request_pixels: int,
+        tiling: int | None = None,
+    ):
+        self.files = files
+        self.root = root
+        self.limits = limits
+        self.max_request_pixels = max_request_pixels
+        self.tiling = tiling  #: pixels of one image the judge can look at, when its processor says
+        self.pixels = 0
+
+    def __call__(self, ref: str) -> str:
+        if is_url(ref):
+            data, ext = decode_data_url(ref, self.limits.max_bytes)
+            path, shown = self.files.add(data, ext), "the data URL's image"
+        elif self.root is None:
+            raise ImageError(
+                f"{ref[:80]!r} is a file path, but this server was started without --image-root; send the "
+                "image as a base64 data URL"
+            )
+        else:
+            try:
+                path = resolve_image(ref, self.root)
+            except ImageError:
+                raise ImageError(f"path {ref[:80]!r} is outside the server's --image-root") from None
+            shown = f"image {ref[:80]!r}"
+            try:
+                size = os.path.getsize(path)
+            except OSError:
+                return path  # missing: the engine answers the item as unscorable
+            if size > self.limits.max_bytes:
+                raise ImageTooLarge(
+                    f"{shown} is {size:,} bytes, over the limit of {self.limits.max_bytes:,} (--max-image-bytes)"
+                )
+        try:
+            width, height = image_size(path, _HEADER_ONLY)
+        except ImageTooLarge:  # past PIL's own decompression-bomb guard
+            raise ImageTooLarge(f"{shown} is refused as a decompression bomb") from None
+        except ImageError:  # unreadable: the engine answers the item as unscorable
+            return path
+        cap = self.limits.max_pixels
+        if width * height > cap:
+            seen = f"; the judge looks at no more than {self.tiling:,} of an image" if self.tiling else ""
+            raise ImageTooLarge(
+                f"{shown} is {width}x{height} = {width * height:,} pixels, over the limit of {cap:,} per image "
+                f"(--max-image-pixels{seen}): scale it down before sending"
+            )
+        self.pixels += width * height
+        if self.pixels > self.max_request_pixels:
+            raise ImageTooLarge(
+                f"the request's images add up to more than {self.max_request_pixels:,} pixels "
+                "(--max-request-pixels); send fewer or smaller images per request"
+            )
+        return path
+
+
+#: Only the header is read, and PIL's own bomb guard applies; the service checks the pixel cap itself.
+_HEADER_ONLY = ImageLimits(max_pixels=sys.maxsize, max_bytes=sys.maxsize)
 
 
 class JudgeService:
@@ -107,17 +193,42 @@ class JudgeService:
         self.spec = resolve_judge(cfg.judge, cfg.rubric, force=cfg.force, quantization=cfg.quantization)
         self.rubric = self.spec.rubric
         self.metrics = ServiceMetrics()
-        self.image_limits = ImageLimits(max_pixels=cfg.max_image_pixels, max_bytes=cfg.max_image_bytes)
+        #: set from the judge's processor once loaded, unless given (``max_image_pixels``)
+        self.tiling: int | None = None
+        self.image_limits = ImageLimits(
+            max_pixels=cfg.max_image_pixels or DEFAULT_MAX_PIXELS, max_bytes=cfg.max_image_bytes
+        )
         self.engine: Any = None
         self.batcher: Batcher | None = None
         self.model_lock = threading.Lock()  #: held by whoever runs the model (the batcher, chat generation)
         self.load_error: str | None = None
         self.draining = False
         self.loaded_at: float | None = None
+        self._check_reward_target()
         self._image_root = Path(cfg.image_root).resolve() if cfg.image_root else None
         if self._image_root is not None and not self._image_root.is_dir():
             raise ConfigError(f"`image_root` {cfg.image_root!r} is not a folder")
-        self.model_name = cfg.served_name or Path(cfg.judge).name or cfg.judge
+        #: the model ids chat requests may name; the first is the one the service calls itself
+        self.served_names: list[str] = list(cfg.served_name or [Path(cfg.judge).name or cfg.judge])
+        self.model_name = self.served_names[0]
+
+    def _check_reward_target(self) -> None:
+        """`reward_task` and `reward_criterion` name a family of the rubric and one of its criteria."""
+        task, criterion, families = self.cfg.reward_task, self.cfg.reward_criterion, self.rubric.families
+        if task is not None and task not in families:
+            raise ConfigError(
+                f"`reward_task` {task!r} is not a family of rubric {self.rubric.name!r} ({', '.join(families)})"
+            )
+        allowed = (
+            families[task].criterion_ids
+            if task is not None
+            else [c for f in families.values() for c in f.criterion_ids]
+        )
+        if criterion not in allowed:
+            where = f"family {task!r}" if task is not None else f"rubric {self.rubric.name!r}"
+            raise ConfigError(
+                f"`reward_criterion` {criterion!r} is not a criterion of {where} ({', '.join(dict.fromkeys(allowed))})"
+            )
 
     # -- lifecycle
     @property
@@ -131,6 +242,7 @@ class JudgeService:
         t0 = time.perf_counter()
         device = resolve_device(self.cfg.device)
         model, processor = load_judge_model(self.spec, device=device, dtype=self.cfg.dtype)
+        self._set_pixel_limits(processor)
         self.engine = JudgeEngine(
             model,
             processor,
@@ -161,8 +273,33 @@ class JudgeService:
             lock=self.model_lock,
         )
         self.loaded_at = time.time()
+        logger.info(
+            f"images: at most {self.image_limits.max_pixels:,} pixels each and {self.max_request_pixels:,} "
+            "per request"
+        )
         m.ready.set(1)
         logger.info(f"judge loaded on {device} and warmed up in {time.perf_counter() - t0:.1f} s")
+
+    def _set_pixel_limits(self, processor) -> None:
+        """The per-image pixel cap follows from the judge's own processor unless given: a judge never looks
+        at more than its tiling can use."""
+        from judge.models.processor import tiling_pixels
+
+        self.tiling = tiling_pixels(processor)
+        if self.cfg.max_image_pixels is None and self.tiling is not None:
+            self.image_limits = ImageLimits(
+                max_pixels=PIXELS_OVER_TILING * self.tiling, max_bytes=self.cfg.max_image_bytes
+            )
+
+    @property
+    def max_request_pixels(self) -> int:
+        return self.cfg.max_request_pixels or REQUEST_IMAGES_AT_CAP * self.image_limits.max_pixels
+
+    def intake(self, files: RequestImages) -> ImageIntake:
+        """The gate a request's images pass (:class:`ImageIntake`), writing data URLs into ``files``."""
+        return ImageIntake(
+            files, self._image_root, self.image_limits, self.max_request_pixels, tiling=self.tiling
+        )
 
     def _warmup_record(self) -> PredictionRecord:
         family = next(iter(self.rubric.families))
@@ -191,6 +328,7 @@ class JudgeService:
             "fingerprint": self.spec.fingerprint,
             "target_format": self.spec.target_format,
             "quantization": self.spec.quantization,
+            "calibration": self.spec.calibration.producer() if self.spec.calibration is not None else None,
         }
 
     def limits(self) -> dict[str, Any]:
@@ -200,7 +338,8 @@ class JudgeService:
             "max_items": c.max_items,
             "max_images": c.max_images,
             "max_image_bytes": c.max_image_bytes,
-            "max_image_pixels": c.max_image_pixels,
+            "max_image_pixels": self.image_limits.max_pixels,
+            "max_request_pixels": self.max_request_pixels,
             "max_tokens": self.engine.max_tokens if self.engine is not None else c.max_tokens,
             "max_new_tokens": c.max_new_tokens,
             "max_batch_tokens": c.max_batch_tokens,
@@ -232,32 +371,55 @@ class JudgeService:
 
     # -- requests
     def records(
-        self, items: Sequence[Any], criteria: str | Sequence[str], images: RequestImages
+        self,
+        items: Sequence[Any],
+        criteria: str | Sequence[str],
+        images: RequestImages,
+        *,
+        intake: ImageIntake | None = None,
     ) -> list[tuple[PredictionRecord, list[str]]]:
         """Validate a request's items as the loaders validate file records (errors name ``items[i]``
-        and the field), with their images made local, and settle the criteria of each."""
+        and the field), each image through :meth:`intake` on the canonical record, whatever form or field
+        carried it, and settle the criteria of each. ``intake``: one shared by several calls for one
+        request (its pixel budget counts them all)."""
         if not isinstance(items, list) or not items:
-            raise RequestError("`items` must be a non-empty list of items")
+            raise RequestError("`items` must be a non-empty list of items", param="items")
         if len(items) > self.cfg.max_items:
             raise RequestError(
                 f"`items` has {len(items)} items, over the limit of {self.cfg.max_items} per request "
                 "(--max-items); split the request",
                 status=413,
+                param="items",
+                code="too_many_items",
             )
-        local = [self._local_images(x, i, images) for i, x in enumerate(items)]
         try:
-            # Every image reference is an absolute path by now, checked against its own root above.
             recs = parse_records(
-                local, "prediction", root="/", source="items", defaults={"benchmark": self.rubric.name},
-                positions=list(range(len(local))),
+                items, "prediction", source="items", defaults={"benchmark": self.rubric.name},
+                positions=list(range(len(items))), resolve=intake or self.intake(images),
             )  # fmt: skip
         except InvalidRecordsError as e:
             shown = "; ".join(_item_error(x) for x in e.errors[:5])
             more = f" (and {len(e.errors) - 5} more)" if len(e.errors) > 5 else ""
-            raise RequestError(shown + more) from None
+            large = any(x.code == "too_large" for x in e.errors)
+            raise RequestError(
+                shown + more,
+                status=413 if large else 422,
+                param=_item_param(e.errors[0]),
+                code="image_too_large" if large else "invalid_item",
+            ) from None
         out = []
         for i, rec in enumerate(recs):
             assert isinstance(rec, PredictionRecord)
+            n_images = sum(
+                len(content_images(getattr(rec, name))) for name in content_fields(PredictionRecord)
+            )
+            if n_images > self.cfg.max_images:
+                raise RequestError(
+                    f"items[{i}] has {n_images} images, over the limit of {self.cfg.max_images} (--max-images)",
+                    status=413,
+                    param=f"items[{i}]",
+                    code="too_many_images",
+                )
             out.append((rec, self._criteria(rec, criteria, i)))
         return out
 
@@ -271,54 +433,10 @@ class JudgeService:
         if unknown:
             raise RequestError(
                 f"items[{i}]: criteria {unknown} are not criteria of task family {rec.task!r} "
-                f"(its criteria: {', '.join(fam.criterion_ids)})"
+                f"(its criteria: {', '.join(fam.criterion_ids)})",
+                param="criteria",
             )
         return [c for c in fam.criterion_ids if c in wanted]  # the rubric's order, overall last
-
-    def _local_images(self, item: Any, i: int, images: RequestImages) -> Any:
-        """The item with each image made a local absolute path: data URLs are written to the request's
-        folder, paths resolved under ``image_root`` (never outside it)."""
-        if not isinstance(item, Mapping):
-            return item  # parse_records names the problem
-        item = dict(item)
-        n_images = 0
-        for fld in CONTENT_FIELDS:
-            content = item.get(fld)
-            if isinstance(content, dict):
-                content = [content]
-            if not isinstance(content, list):
-                continue
-            new = []
-            for j, seg in enumerate(content):
-                if isinstance(seg, Mapping) and isinstance(seg.get("image"), str) and seg["image"]:
-                    n_images += 1
-                    seg = {
-                        **seg,
-                        "image": self.local_image(seg["image"], f"items[{i}].{fld}[{j}].image", images),
-                    }
-                new.append(seg)
-            item[fld] = new
-        if n_images > self.cfg.max_images:
-            raise RequestError(
-                f"items[{i}] has {n_images} images, over the limit of {self.cfg.max_images} (--max-images)",
-                status=413,
-            )
-        return item
-
-    def local_image(self, ref: str, where: str, images: RequestImages) -> str:
-        """A request's image reference as a local absolute path (see :meth:`_local_images`)."""
-        if is_url(ref):
-            data, ext = decode_data_url(ref, where, self.cfg.max_image_bytes)
-            return images.add(data, ext)
-        if self._image_root is None:
-            raise RequestError(
-                f"{where}: {ref[:80]!r} is a file path, but this server was started without --image-root; "
-                "send the image as a base64 data URL"
-            )
-        try:
-            return resolve_image(ref, self._image_root)
-        except ImageError:
-            raise RequestError(f"{where}: path {ref[:80]!r} leaves the server's --image-root") from None
 
     def deadline(self, timeout: float | None) -> float:
         """A request's deadline (``time.monotonic()``): its own ``timeout`` when shorter than the server's."""
@@ -335,11 +453,18 @@ def result_of(rec: PredictionRecord, records: list[ScoreRecord]) -> dict[str, An
             "score": r.score,
             "argmax": r.argmax,
             "distribution": r.distribution,
+            **({"raw_score": r.raw_score, "interval": r.interval} if r.interval is not None else {}),
             "status": r.status,
             "reason": r.reason,
             "details": r.details,
         }
     return {"id": rec.id, "task": rec.task, "model": rec.model, "benchmark": rec.benchmark, "scores": scores}
+
+
+def _item_param(e: RecordError) -> str:
+    """The field of a record error in the request's terms: ``items[2].response[1].image``."""
+    head = f"items[{e.location.line}]"
+    return f"{head}.{e.field}" if e.field and " " not in e.field else head
 
 
 def _item_error(e: RecordError) -> str:

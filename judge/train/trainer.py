@@ -706,8 +706,8 @@ def train_judge(
 
     check_model_source(
         cfg.model.path,
-        hint="to try the pipeline without a checkpoint, train the tiny local model: "
-        "judge-train --config demo",
+        hint="point the config at the folder: --set model.path=DIR; to try the pipeline without a "
+        "checkpoint, train the tiny local model: judge-train --config demo",
     )
     _check_launch(cfg)
     checkpoints = cfg.out / "checkpoints"

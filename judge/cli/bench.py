@@ -1,0 +1,79 @@
+"""``judge-bench``: argument parsing only; the work is :func:`judge.scoring.bench.run_bench`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from judge.cli._common import Parser, add_settings, fail, flags_in_warnings, settings_from
+from judge.cli._logging import setup_logging
+from judge.core.errors import JudgeError
+
+EPILOG = """\
+examples:
+  judge-bench vl-rewardbench vl_rewardbench.jsonl --judge runs/demo/judge
+  judge-bench multimodal-rewardbench data/all_data.json --judge J --task SA --out runs/bench-mmrb
+  judge-bench mllm-as-a-judge Dataset/Benchmark/pair.jsonl --judge J --task SA
+  judge-bench vl-rewardbench vl_rewardbench.jsonl --judge-outputs other_judge.jsonl
+                                             another judge's verdicts, with the same official metric
+"""
+
+GROUPS = {
+    "verdicts": ["judge", "judge_outputs", "rubric", "task", "criterion", "force", "calibration"],
+    "judge": ["device", "dtype", "quantization", "batch_tokens", "batch_size", "max_tokens"],
+    "inputs and outputs": ["root", "limit", "out", "overwrite", "progress"],
+    "intervals": ["bootstrap", "seed"],
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from judge.benchmarks.judging import JUDGE_BENCHMARKS
+    from judge.scoring.bench import BenchConfig
+
+    names = list(JUDGE_BENCHMARKS)
+    p = Parser(
+        prog="judge-bench",
+        description="Measure a judge on a judge benchmark ("
+        + ", ".join(bm.title for bm in JUDGE_BENCHMARKS.values())
+        + ") from the benchmark's own files: its official metric exactly as its code computes it, and a strict "
+        "one where every item counts, each with a bootstrap interval. Verdicts come from a judge (resumable) or "
+        "a file of per-item outputs. Writes bench.json, bench.md and judge_outputs.jsonl.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("benchmark", metavar="BENCHMARK", help=f"the judge benchmark: {', '.join(names)}")
+    p.add_argument("data", metavar="DATA", help=BenchConfig.model_fields["data"].description)
+    add_settings(p, BenchConfig, groups=GROUPS)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``judge-bench``; returns the exit code (2 for a user error)."""
+    setup_logging()
+    try:
+        parser = build_parser()
+    except JudgeError as e:  # a benchmark plugin that fails to import
+        return fail(e)
+    args = parser.parse_args(argv)
+    try:
+        from judge.scoring.bench import BenchConfig, headline_rows, run_bench
+        from judge.scoring.summary import md_table
+
+        with flags_in_warnings(parser):
+            result = run_bench(settings_from(args, BenchConfig))
+    except JudgeError as e:
+        return fail(e, parser, also={"benchmark": "BENCHMARK", "data": "DATA"})
+    doc = result.data
+    items = doc["items"]
+    print(
+        f"\n{doc['title']} ({doc['data']['mode']}): {items['total']} items, {items['scored']} with a verdict\n"
+    )
+    print(md_table(["metric", "official", "95% interval", "strict", "95% interval"], headline_rows(doc)))
+    print(f"\nwrote {result.written} new score records in {result.seconds:.1f} s")
+    for name, path in result.files.items():
+        print(f"  {name:14s} {path}")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,125 @@
+"""``judge-calibrate``: score human-labelled items with the judge (uncalibrated), fit its calibration
+(:mod:`judge.eval.calibration`), write ``calibration.json`` into the judge folder and name it in the card
+(:mod:`judge.models.calibration` applies it wherever the judge scores).
+
+Here, above both the engine that scores and the statistics that fit, because it needs the two.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from judge.core.errors import ConfigError
+from judge.core.io import file_sha256
+from judge.eval.config import CalibrateConfig
+from judge.models.calibration import CALIBRATION_FILE, Calibration, write_calibration
+from judge.models.card import CardCalibration, JudgeCard, read_card, write_card
+from judge.scoring.engine import JudgeSpec, resolve_judge
+
+
+@dataclass
+class CalibrateResult:
+    """What :func:`calibrate_judge` did: the calibration written (``calibration.json``), where, and the
+    score file it was fitted on. ``calibration`` is None on the non-main processes of a sharded run."""
+
+    calibration: Calibration | None
+    path: Path | None
+    scores: Path
+
+
+def calibrate_judge(cfg: CalibrateConfig) -> CalibrateResult:
+    """``judge-calibrate``. Scores the human files with the judge, uncalibrated, by the engine ``judge-score``
+    uses (unless ``scores`` gives that file; written to ``out/scores.jsonl``), fits
+    (:func:`judge.eval.calibration.fit_calibration`), writes ``calibration.json`` into the judge folder and
+    names it, with its fingerprint and its data's, in the judge card: from then on every scoring path
+    applies it. Under ``accelerate launch`` (``judge-train --calibrate`` on several processes) the main
+    process does it all; the others return at once."""
+    from judge.eval.calibration import fit_calibration, labelled_scores
+    from judge.eval.matching import human_items, load_score_file, match_scorer, split_by_metric
+    from judge.eval.report import load_human
+
+    spec = resolve_judge(cfg.judge, calibration=False)  # the card's rubric, its hash checked
+    card = spec.card
+    if card is None:
+        raise ConfigError(f"`judge` {cfg.judge!r} is not a judge folder (no judge_card.json) to calibrate")
+    human = [str(h) for h in cfg.human] or [_validation_split(cfg.judge, card)]
+    for h in human:
+        if not Path(h).is_file():
+            raise ConfigError(f"`human` {h}: file not found")
+    out = Path(cfg.out) if cfg.out else Path(cfg.judge) / "calibration"
+    scores = Path(cfg.scores) if cfg.scores is not None else out / "scores.jsonl"
+    if os.environ.get("RANK", "0") != "0":
+        return CalibrateResult(None, None, scores)
+    if cfg.scores is None:
+        _score_raw(spec, human, scores, cfg)
+    rubric = spec.rubric
+    records = load_human(human, rubric)
+    items = human_items(records)
+    judged = [
+        f for f in split_by_metric(load_score_file(scores, "judge")) if f.records[0][1].metric == "judge"
+    ]
+    if not judged:
+        raise ConfigError(f"{scores}: no judge scores (metric judge) to calibrate on")
+    labelled = labelled_scores(match_scorer(judged[0], items, rubric))
+    if not labelled:
+        raise ConfigError(
+            f"no score in {scores} matches a human item of {', '.join(human)} (by id and criterion)"
+        )
+    cal = fit_calibration(
+        labelled,
+        rubric.scale.values,
+        method=cfg.method,
+        level=cfg.level,
+        conformal_fraction=cfg.conformal_fraction,
+        min_items=cfg.min_items,
+        seed=cfg.seed,
+        human_files=[{"path": h, "sha256": file_sha256(h)} for h in human],
+        scores_file=str(scores),
+    )
+    path = write_calibration(cfg.judge, cal)
+    card = read_card(cfg.judge)
+    card.calibration = CardCalibration(
+        file=CALIBRATION_FILE,
+        fingerprint=cal.fingerprint(),
+        method=cal.method,
+        level=cal.level,
+        data_fingerprint=cal.data.fingerprint,
+        human_files=human,
+        n_items=cal.data.n_items,
+        created=cal.created,
+    )
+    write_card(cfg.judge, card)
+    return CalibrateResult(cal, path, scores)
+
+
+def _score_raw(spec: JudgeSpec, human: list[str], path: Path, cfg: CalibrateConfig) -> None:
+    """The judge's raw scores of the human files' responses (every criterion), written to ``path``."""
+    from tqdm.auto import tqdm
+
+    from judge.core.io import write_jsonl
+    from judge.scoring.engine import JudgeEngine, load_judge_model, resolve_device
+    from judge.scoring.inputs import load_inputs
+
+    records = load_inputs(list(human), annotation_benchmark=spec.rubric.name).records
+    model, processor = load_judge_model(spec, device=resolve_device(cfg.device), dtype=cfg.dtype)
+    engine = JudgeEngine(model, processor, spec)
+    out = []
+    with tqdm(total=len(records), unit="item", desc="calibration data", disable=not cfg.progress) as bar:
+        for batch in engine.iter_batches(records):
+            out.extend(batch.records)
+            bar.update(batch.items)
+    write_jsonl(path, out)
+
+
+def _validation_split(judge_dir: str, card: JudgeCard) -> str:
+    """The annotation file of the validation split of the dataset the card names (``judge-data build``)."""
+    if card.data is None:
+        raise ConfigError(
+            f"the card of {judge_dir!r} names no dataset, so there is no validation split to fit on: give `human`"
+        )
+    return str(Path(card.data.dataset) / "splits" / "validation.jsonl")
+
+
+__all__ = ["CalibrateResult", "calibrate_judge"]

@@ -1,0 +1,160 @@
+"""The request bodies of ``judge-serve`` and their OpenAPI description (``GET /openapi.json``).
+
+The routes read their JSON bodies themselves, so that every refusal names the field in the request's
+own terms (``items[2] (id 'q7'): field 'task': ...``). :class:`ScoreRequest` validates ``/v1/score``'s
+envelope; the items and the chat body are checked by the routes, and the other models here only describe
+them for clients, code generators and the fuzz tests (schemathesis).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic.json_schema import SkipJsonSchema
+
+from judge.core.schema import PredictionRecord
+from judge.serve.reward import RewardRequest
+
+
+class MmieSegment(BaseModel):
+    """One piece of MMIE's native content: text, then an image, either of which may be null."""
+
+    text: str | None = None
+    image: str | None = Field(None, description="a base64 data URL, or a path under --image-root")
+
+
+class MmieItem(BaseModel):
+    """An item in MMIE's native form: ``answer`` is the response and ``gt_answer`` the reference; the task
+    (SA, PBL, MSR) comes from the id when not given. Other fields are kept under ``meta``."""
+
+    model_config = ConfigDict(extra="allow")
+
+    id: str = Field(min_length=1)
+    question: str | list[MmieSegment]
+    answer: str | list[MmieSegment] | None
+    gt_answer: str | list[MmieSegment] | None = None
+    model: str = "unknown"
+    task: str | SkipJsonSchema[None] = Field(None, description="default: SA, PBL or MSR, from the id")
+
+
+class ScoreRequest(BaseModel):
+    """``POST /v1/score``: the items (each read by the route as a record file's line is, so its errors name
+    ``items[i]`` and the field), the criteria, a deadline."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    items: list[Any] = Field(
+        description="items in the canonical prediction form (ScoreItem: a PredictionRecord whose `benchmark` "
+        "may be left out) or MMIE's (MmieItem)"
+    )
+    criteria: Literal["all"] | Annotated[list[str], Field(min_length=1)] = Field(
+        "all", description='"all", or a non-empty list of criterion ids'
+    )
+    timeout: float | None = Field(None, gt=0, description="seconds; shortens the server's --timeout-s")
+
+    @field_validator("criteria", mode="before")
+    @classmethod
+    def _criteria(cls, v: Any) -> Any:
+        if v == "all" or (isinstance(v, list) and v and all(isinstance(c, str) for c in v)):
+            return v
+        raise ValueError(f'must be "all" or a non-empty list of criterion ids, got {v!r}'[:200])
+
+
+class TextPart(BaseModel):
+    type: Literal["text"]
+    text: str
+
+
+class ImageUrl(BaseModel):
+    url: str = Field(description="a base64 data URL, or a path under --image-root; nothing is fetched")
+    detail: Literal["auto", "low", "high"] | None = None
+
+
+class ImagePart(BaseModel):
+    type: Literal["image_url"]
+    image_url: ImageUrl | str
+
+
+class ChatMessage(BaseModel):
+    role: Literal["system", "developer", "user", "assistant"]
+    content: str | list[TextPart | ImagePart]
+
+
+class ResponseFormat(BaseModel):
+    type: Literal["text"]
+
+
+class ChatCompletionRequest(BaseModel):
+    """``POST /v1/chat/completions``, OpenAI's shape; fields it does not name are accepted and ignored."""
+
+    model_config = ConfigDict(extra="allow")
+
+    model: str = Field(description="the served id (GET /v1/models)")
+    messages: list[ChatMessage] = Field(min_length=1)
+    max_tokens: int | None = Field(None, ge=1)
+    max_completion_tokens: int | None = Field(None, ge=1)
+    temperature: float | None = Field(None, description="0 or absent: decoding is greedy")
+    top_p: float | None = Field(None, ge=0, le=1)
+    n: int | None = Field(None, ge=1, le=1)
+    stream: bool | None = Field(None, description="false or absent")
+    stop: str | list[str] | None = None
+    logprobs: bool | None = None
+    top_logprobs: int | None = Field(None, ge=0, le=20)
+    seed: int | None = None
+    response_format: ResponseFormat | None = None
+    timeout: float | None = Field(None, gt=0, description="seconds; shortens the server's --timeout-s")
+
+
+#: route -> the model of its request body
+BODIES: dict[str, type[BaseModel]] = {
+    "/v1/score": ScoreRequest,
+    "/v1/chat/completions": ChatCompletionRequest,
+    "/get_reward": RewardRequest,
+    "/v1/reward": RewardRequest,
+}
+
+
+def _score_item_schema() -> dict[str, Any]:
+    """A canonical item is a PredictionRecord whose ``benchmark`` may be left out (the rubric's name)."""
+    schema = PredictionRecord.model_json_schema(ref_template="#/components/schemas/{model}")
+    schema["required"] = [f for f in schema.get("required", []) if f != "benchmark"]
+    schema["title"] = "ScoreItem"
+    return schema
+
+
+def components(served: str | None = None, families: Sequence[str] = ()) -> dict[str, dict[str, Any]]:
+    """Every schema the request bodies refer to, by name, for ``components.schemas``; with the served model
+    id (the one ``model`` a chat request may name) and the rubric's task families (examples of ``task``)."""
+    out: dict[str, dict[str, Any]] = {}
+    item = _score_item_schema()
+    out.update(item.pop("$defs", {}))
+    out["ScoreItem"] = item
+    models: list[type[BaseModel]] = [MmieItem, *dict.fromkeys(BODIES.values())]
+    for model in models:
+        schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
+        out.update(schema.pop("$defs", {}))
+        out[model.__name__] = schema
+    # Each item in either form (described here, not validated by pydantic: the route reads items itself).
+    forms = [{"$ref": "#/components/schemas/ScoreItem"}, {"$ref": "#/components/schemas/MmieItem"}]
+    out["ScoreRequest"]["properties"]["items"].update(items={"anyOf": forms}, minItems=1)
+    if served is not None:
+        out["ChatCompletionRequest"]["properties"]["model"]["enum"] = [served]
+    if families:
+        out["ScoreItem"]["properties"]["task"]["examples"] = list(families)
+    return out
+
+
+def request_body(route: str) -> dict[str, Any]:
+    """The ``requestBody`` of ``route``'s operation, for FastAPI's ``openapi_extra``."""
+    name = BODIES[route].__name__
+    return {
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{name}"}}},
+        }
+    }
+
+
+__all__ = ["BODIES", "components", "request_body"]
