@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
         if device.startswith("cuda"):
             torch.cuda.synchronize()
         t0 = time.perf_counter()
-        n = len(judges[share].score(records))
+        n = len(judges[share].score_records(records))
         if device.startswith("cuda"):
             torch.cuda.synchronize()
         assert n == n_criteria, (n, n_criteria)
