@@ -249,3 +249,41 @@ def test_scoring_passes_no_argument_transformers_deprecated(records, dtype):
         str(w.message) for w in caught if issubclass(w.category, DeprecationWarning | FutureWarning)
     ]
     assert deprecations == [], deprecations
+
+
+def test_float32_readout_is_used_for_bf16_weights_and_checks_itself(records):
+    """bf16 weights: the score is read in float32 (closer to the float32 model's than the model's own bf16
+    logits give). A head the read-out does not model (here its logits tripled, as a logit scale would) fails
+    the first batch's check: the model's own logits are read instead, with a warning."""
+    import logging
+
+    import judge
+
+    fp32 = judge.Judge.load("tiny", rubric="mmie", dtype="float32")
+    assert fp32.engine.scorer._head is None  # float32 weights: nothing to gain
+    ours = judge.Judge.load("tiny", rubric="mmie", dtype="bfloat16")
+    plain = judge.Judge.load("tiny", rubric="mmie", dtype="bfloat16")
+    plain.engine.scorer._head = None
+    ref = {(r.id, r.criterion): r.score for r in fp32.score_records(records)}
+    got = {(r.id, r.criterion): r.score for r in ours.score_records(records)}
+    own = {(r.id, r.criterion): r.score for r in plain.score_records(records)}
+    assert ours.engine.scorer._head.usable
+    err_ours = sum(abs(got[k] - ref[k]) for k in ref)
+    err_own = sum(abs(own[k] - ref[k]) for k in ref)
+    assert err_ours < err_own, (err_ours, err_own)
+
+    scaled = judge.Judge.load("tiny", rubric="mmie", dtype="bfloat16")
+    head = scaled.engine.scorer._head
+    for j in (scaled, plain):
+        j.engine.scorer.model.lm_head.register_forward_hook(lambda _m, _a, out: out * 3)
+    messages: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: messages.append(record.getMessage())  # type: ignore[method-assign]
+    log = logging.getLogger("judge.models.readout")
+    log.addHandler(handler)
+    try:
+        got = {(r.id, r.criterion): r.score for r in scaled.score_records(records)}
+    finally:
+        log.removeHandler(handler)
+    assert not head.usable and any("reading its own logits instead" in m for m in messages)
+    assert got == {(r.id, r.criterion): r.score for r in plain.score_records(records)}
