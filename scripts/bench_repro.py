@@ -61,6 +61,9 @@ PATHS = (
     "judge-serve",
 )
 REFERENCE = "float32 reference"
+#: the workload's images are up to 768x768 px: over judge-serve's default cap for the tiny judge's 56 px tiles
+#: (4 x what its tiling uses); the server is told to take them, as the other paths do
+MAX_PIXELS = 1_000_000
 #: (path, against): what each comparison asks
 COMPARISONS = [
     *((p, REFERENCE) for p in PATHS),
@@ -175,7 +178,7 @@ def serve_path(model_dir: Path, data: Path, items: list[dict], dtype: str, devic
     ns = argparse.Namespace(
         judge=str(model_dir), rubric="mmie", device=device, dtype=dtype, max_batch_tokens=16384, batch_size=16,
         max_wait_ms=20.0, max_queue=1024, max_padding=0.10, threads=threads, ready_timeout=600.0,
-        server_args=["--image-root", str(data), "--max-items", "8"] + (["--reproducible"] if reproducible else []),
+        server_args=["--image-root", str(data), "--max-items", "8", "--max-image-pixels", str(MAX_PIXELS)] + (["--reproducible"] if reproducible else []),
     )  # fmt: skip
     rng = random.Random(seed)
     order = items[:]
