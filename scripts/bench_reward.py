@@ -38,16 +38,22 @@ CHATML = "<|im_start|>user\n{q}<|im_end|>\n<|im_start|>assistant\n"
 
 
 def items(n: int) -> list[dict]:
-    out = []
+    """``n`` text items of the demo set's SA family, its 252 items again from the start when ``n`` is larger
+    (each copy with an id of its own)."""
+    text = lambda c: " ".join(s["text"] for s in c if s.get("type") == "text")  # noqa: E731
+    sa = []
     for line in (REPO / "annotations" / "demo" / "annotations.jsonl").read_text().splitlines():
         rec = json.loads(line)
-        text = lambda c: " ".join(s["text"] for s in c if s.get("type") == "text")  # noqa: E731
         if rec["task"] == "SA" and text(rec["question"]).strip():
-            out.append({"id": f"{rec['id']}~{len(out)}", "task": "SA", "question": text(rec["question"]),
-                        "response": text(rec["response"])})  # fmt: skip
-        if len(out) == n:
-            return out
-    raise SystemExit(f"the demo set has fewer than {n} SA items")
+            sa.append(
+                {
+                    "task": "SA",
+                    "question": text(rec["question"]),
+                    "response": text(rec["response"]),
+                    "id": rec["id"],
+                }
+            )
+    return [sa[k % len(sa)] | {"id": f"{sa[k % len(sa)]['id']}~{k}"} for k in range(n)]
 
 
 def run(url: str, route: str, chunks: list[list[dict]], concurrency: int) -> tuple[float, dict[str, float]]:
