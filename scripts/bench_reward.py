@@ -84,10 +84,10 @@ def run(url: str, route: str, chunks: list[list[dict]], concurrency: int) -> tup
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--items", type=int, default=256)
+    p.add_argument("--items", type=int, default=512)
     p.add_argument("--per-request", type=int, default=8)
     p.add_argument("--concurrency", type=int, default=4)
-    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--repeats", type=int, default=7)
     p.add_argument("--judge", default="tiny")
     p.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "reward_vs_score_cpu.json")
     a = p.parse_args(argv)
