@@ -51,8 +51,8 @@ def run_facts(script: str, argv: list[str] | None) -> dict:
     return {
         "command": " ".join(shlex.quote(x) for x in ["python", f"scripts/{script}", *(argv or sys.argv[1:])]),
         "git_commit": git("rev-parse", "HEAD"),
-        "git_clean": git("status", "--porcelain", "--untracked-files=no")
-        == "",  # results just written do not count
+        # result files a run just wrote (untracked) do not make the tree dirty
+        "git_clean": git("status", "--porcelain", "--untracked-files=no") == "",
         "date": time.strftime("%Y-%m-%d %H:%M:%S"),
         "machine": {
             "python": platform.python_version(),
