@@ -24,30 +24,31 @@ cmd() {
 }
 judge_data=$(cmd data); judge_train=$(cmd train); judge_score=$(cmd score); judge_report=$(cmd report)
 judge_audit=$(cmd audit)
+# Each step's wall time, printed at the end (what the README's demo timings come from).
+names=(); starts=()
+step() {
+  names+=("$1"); starts+=("$EPOCHREALTIME")
+  echo; echo "== $1"
+}
 test_split=runs/demo/data/splits/test.jsonl
 labels=runs/demo/data/splits/test-sample20.jsonl
 
-echo "== judge-data validate"
+step "judge-data validate"
 $judge_data validate annotations/demo/annotations.jsonl --rubric mmie
 
-echo
-echo "== judge-train (then calibrated on the validation split)"
+step "judge-train (then calibrated on the validation split)"
 $judge_train --config demo --calibrate
 
-echo
-echo "== judge-data sample: 20% of the test responses, at random, as if they had been labelled"
+step "judge-data sample: 20% of the test responses, at random, as if they had been labelled"
 $judge_data sample "$test_split" --fraction 0.2 --seed 0 --out "$labels"
 
-echo
-echo "== judge-score: the trained judge on the test split (calibrated; PPI leaderboard from the 20% labels)"
+step "judge-score: the trained judge on the test split (calibrated; PPI leaderboard from the 20% labels)"
 $judge_score "$test_split" --judge runs/demo/judge --out runs/demo/score --overwrite --no-progress --labels "$labels"
 
-echo
-echo "== judge-score: the same model untrained"
+step "judge-score: the same model untrained"
 $judge_score "$test_split" --judge tiny --rubric mmie --out runs/demo/score-untrained --overwrite --no-progress
 
-echo
-echo "== judge-report"
+step "judge-report"
 $judge_report --human "$test_split" \
   --scores trained=runs/demo/score/scores.jsonl \
   --scores untrained=runs/demo/score-untrained/scores.jsonl \
@@ -55,11 +56,18 @@ $judge_report --human "$test_split" \
   --title "Demo judge vs simulated annotators (test split)" \
   --note "A demonstration of the pipeline on synthetic data with randomly initialised small models (a tiny InternVL judge, a tiny random CLIP), not a measure of any real judge."
 
-echo
-echo "== judge-audit: does the trained judge see what the annotators see?"
+step "judge-audit: does the trained judge see what the annotators see?"
 $judge_audit "$test_split" --judge runs/demo/judge --out runs/demo/audit --overwrite --no-progress \
   --perturb blank-images --perturb off-topic --perturb unrelated-text
 
-echo
-echo "== In brief: calibration, intervals and prediction-powered means on the test split"
+step "In brief: calibration, intervals and prediction-powered means on the test split"
 python3 scripts/demo_recap.py runs/demo/report/report.json
+
+end=$EPOCHREALTIME
+echo
+echo "== Wall time of each step"
+for i in "${!names[@]}"; do
+  next=${starts[$((i + 1))]:-$end}
+  awk -v a="${starts[$i]}" -v b="$next" -v n="${names[$i]}" 'BEGIN { printf "%7.1f s  %s\n", b - a, n }'
+done
+awk -v a="${starts[0]}" -v b="$end" 'BEGIN { t = b - a; printf "%7.1f s  in all (%d min %02d s)\n", t, t / 60, t % 60 }'
