@@ -12,7 +12,7 @@
 #      the test split and the prediction-powered inference check (200 random 20% label draws);
 #   6. audit the trained judge: blank images, an off-topic response, unrelated text;
 #   7. recap the calibration, interval and PPI figures from runs/demo/report/report.json.
-# Everything runs on the CPU in under five minutes; nothing is downloaded.
+# Everything runs on the CPU (4.5 to 9.5 minutes on a shared 2-core machine: README.md); nothing is downloaded.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
