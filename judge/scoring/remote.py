@@ -294,6 +294,7 @@ class JudgeClient:
     def score(
         self,
         items: Iterable[PredictionRecord | AnnotationRecord | Mapping[str, Any]],
+        *,
         criteria: str | Sequence[str] = "all",
         root: str | Path | None = None,
     ) -> list[ItemScores]:
@@ -311,6 +312,7 @@ class JudgeClient:
     def score_records(
         self,
         items: Iterable[PredictionRecord | AnnotationRecord | Mapping[str, Any]],
+        *,
         criteria: str | Sequence[str] = "all",
         root: str | Path | None = None,
     ) -> list[ScoreRecord]:
