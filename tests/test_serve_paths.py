@@ -1,8 +1,8 @@
 """No image outside its root is opened, whatever record form or field carries it: judge-serve's items in
 every form of the record-format registry (``RECORD_FORMATS``) x every image-bearing field of that form x
 every kind of path out (absolute, ``../``, a symlink out, a FIFO, ``file://``, ``http://``, a missing file),
-with and without ``--image-root``; the chat route's ``image_url``; and the file loaders. The cases are
-generated from the registry, so a form registered later is covered without a new test.
+with and without ``--image-root``; the chat route's ``image_url``; the reward route's ``images``; and the file
+loaders. The cases are generated from the registry, so a form registered later is covered without a new test.
 
 Before the fix, MMIE-form items carried images in ``answer`` and ``gt_answer`` past the check, and the
 server opened ``/etc/shadow`` or ``../outside/secret.png`` for anyone who asked."""
@@ -145,6 +145,36 @@ def test_chat_image_urls_out_of_the_root_are_refused(servers, world, server_kind
     assert err["param"] == "messages[0].content[1].image_url"
     for leak in ("does not exist", "cannot be read", "not a file"):
         assert leak not in err["message"]
+
+
+@pytest.mark.parametrize("server_kind", ["rooted", "bare"])
+@pytest.mark.parametrize("kind", KINDS)
+def test_reward_route_images_out_of_the_root_are_refused(servers, world, server_kind, kind):
+    """The reward route reads its images through the same check: an image out of the root makes its query
+    unscorable (the fallback reward, flagged), in the same words whether the file exists or not."""
+    server, headers = servers[server_kind]
+    prompt = "<|im_start|>user\nWhat is shown?<|im_end|>\n<|im_start|>assistant\n"
+    ref = ref_of(kind, world)
+    body = {
+        "query": [prompt + "A red square.<|im_end|>"],
+        "prompts": [prompt],
+        "images": [[ref]],
+        "task": "SA",
+    }
+    r = httpx.post(server.url + "/v1/reward", json=body, headers=headers, timeout=20)
+    assert r.status_code == 200, r.text
+    got = r.json()
+    assert got["extra_logs"]["judge_unscorable"] == [1.0]
+    reason = got["judge"]["items"][0]["reason"].replace(repr(ref), "REF")
+    if kind in ("absolute", "dotdot", "symlink", "fifo", "missing"):
+        expected = (
+            "outside the server's --image-root" if server_kind == "rooted" else "started without --image-root"
+        )
+        assert expected in reason, reason
+        for leak in ("does not exist", "cannot be read", "not a file", str(world[1])):
+            assert leak not in reason, reason
+    else:
+        assert "fetches nothing" in reason, reason
 
 
 @pytest.mark.parametrize("fmt, fld, kind", CASES)
