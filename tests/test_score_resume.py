@@ -188,3 +188,33 @@ def test_run_json_of_another_version_resumes_and_a_broken_one_is_refused_by_fiel
         JudgeError, match=r"run\.json: cannot read the record of the earlier run \(identity\.rubric_hash"
     ):
         score_files(cfg)
+
+
+def test_the_run_lifecycle_every_job_shares(tmp_path):
+    """judge-score, judge-audit and judge-bench start and finish their run.json through one pair of
+    functions: a resumed start keeps the earlier history, and an overwrite removes the job's own outputs
+    beside the scores, the run and the summary (nothing else in the folder)."""
+    from judge.scoring.output import RunIdentity, RunInfo, ScoreStore, finish_run, read_run, start_run
+
+    out = tmp_path / "out"
+    store = ScoreStore(out)
+    store.prepare()
+    info = RunInfo(identity=RunIdentity(rubric="mmie", rubric_hash="0" * 12))
+    start_run(out, info, None, inputs=["a.jsonl"])
+    assert read_run(out).status == "running"
+    finish_run(out, info, records=3, items=1, written=3)
+    first = json.loads((out / "run.json").read_text())
+    assert first["status"] == "finished" and first["records"] == 3 and first["items"] == 1
+    assert first["history"][0]["written"] == 3 and "resumed_from" not in first["history"][0]
+
+    again = RunInfo(identity=RunIdentity(rubric="mmie", rubric_hash="0" * 12))
+    start_run(out, again, read_run(out), inputs=["a.jsonl"], world_size=2)
+    finish_run(out, again, records=5, items=2, written=2, resumed_from=3)
+    run = json.loads((out / "run.json").read_text())
+    assert run["history"][0] == first["history"][0] and len(run["history"]) == 2
+    assert run["history"][1]["resumed_from"] == 3 and run["history"][1]["world_size"] == 2
+
+    for name in ("scores.jsonl", "summary.md", "audit.json", "notes.txt"):
+        (out / name).write_text("x\n")
+    store.prepare(overwrite=True, outputs=("audit.json",))
+    assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]

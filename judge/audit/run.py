@@ -17,8 +17,6 @@ the seed on every start (they are deterministic), so only the scores are kept.
 from __future__ import annotations
 
 import logging
-import platform
-import sys
 import time
 from collections import Counter, defaultdict
 from collections.abc import Sequence
@@ -42,14 +40,13 @@ from judge.scoring.engine import (
 )
 from judge.scoring.inputs import load_inputs, question_id
 from judge.scoring.output import (
-    RunEvent,
     RunInfo,
     RunInput,
     ScoreStore,
     earlier_run,
+    finish_run,
     item_key,
-    timestamp,
-    write_run,
+    start_run,
 )
 from judge.scoring.run import score_clipscore
 
@@ -142,10 +139,7 @@ def run_audit(cfg: AuditConfig) -> AuditResult:
     rows = store.merge()
     data = _analyse(cfg, spec, rubric, records, versions, not_applicable, rows, inputs.describe())
     files = {"scores": str(store.scores_path), **write_outputs(out, data)}
-    run_info.status, run_info.finished = "finished", timestamp()
-    run_info.records, run_info.items = len(rows), len(records)
-    run_info.history[-1].finished, run_info.history[-1].written = run_info.finished, written
-    write_run(out, run_info)
+    finish_run(out, run_info, records=len(rows), items=len(records), written=written)
     files["run"] = str(out / "run.json")
     return AuditResult(str(out), files, data, written, time.perf_counter() - t0)
 
@@ -165,24 +159,9 @@ def _open_out(cfg: AuditConfig, out: Path, run_info: RunInfo) -> ScoreStore:
                 "match these copies: pass `overwrite` to start afresh, or choose another `out`"
             )
     store = ScoreStore(out)
-    store.prepare(overwrite=cfg.overwrite)
-    if cfg.overwrite:
-        for name in AUDIT_FILES:
-            (out / name).unlink(missing_ok=True)
-    run_info.history = [*(prev.history if prev else []), _event(cfg)]
-    run_info.status = "running"
-    write_run(out, run_info)
+    store.prepare(overwrite=cfg.overwrite, outputs=AUDIT_FILES)
+    start_run(out, run_info, prev, inputs=[str(p) for p in cfg.inputs])
     return store
-
-
-def _event(cfg: AuditConfig) -> RunEvent:
-    return RunEvent(
-        started=timestamp(),
-        host=platform.node(),
-        argv=sys.argv,
-        world_size=1,
-        inputs=[str(p) for p in cfg.inputs],
-    )
 
 
 def _score_judge(cfg: AuditConfig, spec, store: ScoreStore, versions: list[_Version], done: set) -> int:

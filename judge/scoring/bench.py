@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import logging
 import os
-import platform
 import sys
 import time
 from dataclasses import dataclass
@@ -365,15 +364,7 @@ def _judge_outputs(
         resolve_device,
         resolve_judge,
     )
-    from judge.scoring.output import (
-        RunEvent,
-        RunInfo,
-        RunInput,
-        ScoreStore,
-        earlier_run,
-        timestamp,
-        write_run,
-    )
+    from judge.scoring.output import RunInfo, RunInput, ScoreStore, earlier_run, finish_run, start_run
 
     check_device(cfg.device)
     spec = resolve_judge(
@@ -396,15 +387,8 @@ def _judge_outputs(
     )
     prev = earlier_run(out, run_info.identity, run_info.inputs, cfg.overwrite)
     store = ScoreStore(out)
-    store.prepare(overwrite=cfg.overwrite)
-    if cfg.overwrite:
-        for name in BENCH_FILES:
-            (out / name).unlink(missing_ok=True)
-    event = RunEvent(
-        started=timestamp(), host=platform.node(), argv=sys.argv, world_size=1, inputs=[str(data.path)]
-    )
-    run_info.history, run_info.status = [*(prev.history if prev else []), event], "running"
-    write_run(out, run_info)
+    store.prepare(overwrite=cfg.overwrite, outputs=BENCH_FILES)
+    start_run(out, run_info, prev, inputs=[str(data.path)])
     # Images embedded in the data file (VL-RewardBench's parquet) are written where the judge opens them.
     write_embedded(data.items, out / "images")
     records, per_item = response_records(data, family, bm.name)
@@ -445,10 +429,7 @@ def _judge_outputs(
         it.id: _verdict(it.id, data.kind, [scores.get(rid) for rid in per_item[it.id]], spec.rubric)
         for it in data.items
     }
-    run_info.status, run_info.finished = "finished", timestamp()
-    run_info.records, run_info.items = len(rows), len(data.items)
-    run_info.history[-1].finished, run_info.history[-1].written = run_info.finished, written
-    write_run(out, run_info)
+    finish_run(out, run_info, records=len(rows), items=len(data.items), written=written)
     source = {
         "judge": {
             **run_info.identity.model_dump(exclude_none=True),

@@ -27,7 +27,9 @@ import contextlib
 import json
 import logging
 import os
+import platform
 import re
+import sys
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -168,12 +170,13 @@ class ScoreStore:
         self._fd: int | None = None
 
     # -- setup
-    def prepare(self, overwrite: bool = False) -> None:
-        """Main process only: start afresh (``overwrite``) or repair torn tails of every scores file."""
+    def prepare(self, overwrite: bool = False, outputs: Iterable[str] = ()) -> None:
+        """Main process only: start afresh (``overwrite``: the scores, ``run.json``, the summary files and
+        the job's own ``outputs`` are removed) or repair torn tails of every scores file."""
         self.out_dir.mkdir(parents=True, exist_ok=True)
         files = [self.scores_path, *part_files(self.out_dir)]
         if overwrite:
-            for p in [*files, self.out_dir / RUN, *(self.out_dir / s for s in SUMMARY_FILES)]:
+            for p in [*files, self.out_dir / RUN, *(self.out_dir / s for s in (*SUMMARY_FILES, *outputs))]:
                 with contextlib.suppress(FileNotFoundError):
                     p.unlink()
             return
@@ -398,6 +401,38 @@ def earlier_run(
             "start afresh, or choose another `out`"
         )
     return prev
+
+
+def start_run(
+    out_dir: str | Path, run_info: RunInfo, prev: RunInfo | None, *, inputs: list[str], world_size: int = 1
+) -> None:
+    """Record a start in ``run.json`` (main process only): the earlier run's history when resuming
+    (``prev``, from :func:`earlier_run`), this start's event, status ``running``."""
+    event = RunEvent(
+        started=timestamp(), host=platform.node(), argv=sys.argv, world_size=world_size, inputs=inputs
+    )
+    run_info.history, run_info.status = [*(prev.history if prev else []), event], "running"
+    write_run(out_dir, run_info)
+
+
+def finish_run(
+    out_dir: str | Path,
+    run_info: RunInfo,
+    *,
+    records: int,
+    items: int,
+    written: int,
+    resumed_from: int | None = None,
+) -> None:
+    """Record the end of the start :func:`start_run` recorded: status ``finished``, the folder's record and
+    item counts, and what this start wrote."""
+    run_info.status, run_info.finished = "finished", timestamp()
+    run_info.records, run_info.items = records, items
+    last = run_info.history[-1]
+    last.finished, last.written = run_info.finished, written
+    if resumed_from is not None:  # left unset otherwise: run.json holds the fields that were set
+        last.resumed_from = resumed_from
+    write_run(out_dir, run_info)
 
 
 def timestamp() -> str:

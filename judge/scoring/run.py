@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import logging
 import os
-import platform
 import sys
 import time
 from dataclasses import dataclass, field
@@ -52,16 +51,15 @@ from judge.scoring.engine import (
 from judge.scoring.inputs import Inputs, load_inputs, question_id
 from judge.scoring.labelled import Labels, load_labels
 from judge.scoring.output import (
-    RunEvent,
     RunIdentity,
     RunInfo,
     RunInput,
     ScoreStore,
     earlier_run,
+    finish_run,
     item_key,
     record_key,
-    timestamp,
-    write_run,
+    start_run,
 )
 from judge.scoring.pairs import pair_of, preference_records
 from judge.scoring.remote import JudgeClient
@@ -243,20 +241,9 @@ def _open_out(job: _Job, run_info: RunInfo) -> tuple[ScoreStore, set]:
     prev = earlier_run(out_dir, run_info.identity, run_info.inputs, cfg.overwrite)
     if dist.is_main:
         store.prepare(overwrite=cfg.overwrite)
-        history = list(prev.history) if prev else []
-        history.append(
-            RunEvent(
-                started=timestamp(),
-                host=platform.node(),
-                argv=sys.argv,
-                world_size=dist.world,
-                inputs=[f.path for f in run_info.inputs],
-            )
-        )
         if prev and prev.identity.judge and not run_info.identity.judge:
             run_info.identity = prev.identity  # a metrics-only rerun keeps the judge it resumed from
-        run_info.history, run_info.status = history, "running"
-        write_run(out_dir, run_info)
+        start_run(out_dir, run_info, prev, inputs=[f.path for f in run_info.inputs], world_size=dist.world)
     dist.barrier()
     done = store.load_done()
     dist.barrier()
@@ -342,11 +329,14 @@ def _finish(
     }
     rows = [r for r in rows if item_key(r["benchmark"], r["model"], r["id"]) in mine]
     files = {"scores": str(store.scores_path)}
-    run_info.status, run_info.finished = "finished", timestamp()
-    run_info.records, run_info.items = len(rows), len(job.records)
-    last = run_info.history[-1]
-    last.finished, last.written, last.resumed_from = run_info.finished, written, resumed
-    write_run(job.out_dir, run_info)
+    finish_run(
+        job.out_dir,
+        run_info,
+        records=len(rows),
+        items=len(job.records),
+        written=written,
+        resumed_from=resumed,
+    )
     files["run"] = str(job.out_dir / "run.json")
     rubric = job.rubric
     summary = build_summary(
