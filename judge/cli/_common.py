@@ -221,3 +221,12 @@ def flags_in_warnings(
     finally:
         for h in handlers:
             h.removeFilter(translate)
+
+
+def print_written(written: int, seconds: float, files: Mapping[str, str], note: str = "") -> None:
+    """The closing lines of a command that scores: the records it wrote, in how long, and each file it wrote
+    (judge-score, judge-audit and judge-bench print the same)."""
+    print(f"wrote {written} new score records in {seconds:.1f} s{f' ({note})' if note else ''}")
+    width = max([8, *(len(name) for name in files)])
+    for name, path in files.items():
+        print(f"  {name:{width}s} {path}")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from judge.cli._common import Parser, add_settings, fail, flags_in_warnings, settings_from
+from judge.cli._common import Parser, add_settings, fail, flags_in_warnings, print_written, settings_from
 from judge.cli._logging import setup_logging
 from judge.core.errors import JudgeError
 
@@ -78,9 +78,8 @@ def main(argv: list[str] | None = None) -> int:
         print(text_table(HEADLINE_HEADERS, headline_rows(data, scorer, crit)))
     if data.unscorable:
         print(f"\nunscorable originals (left out): {data.unscorable}")
-    print(f"\nwrote {result.written} new score records in {result.seconds:.1f} s")
-    for name, path in result.files.items():
-        print(f"  {name:8s} {path}")
+    print()
+    print_written(result.written, result.seconds, result.files)
     return 0
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from judge.cli._common import Parser, add_settings, fail, flags_in_warnings, settings_from
+from judge.cli._common import Parser, add_settings, fail, flags_in_warnings, print_written, settings_from
 from judge.cli._logging import setup_logging
 from judge.core.errors import JudgeError
 
@@ -69,9 +69,8 @@ def main(argv: list[str] | None = None) -> int:
         f"\n{doc['title']} ({doc['data']['mode']}): {items['total']} items, {items['scored']} with a verdict\n"
     )
     print(md_table(["metric", "official", "95% interval", "strict", "95% interval"], headline_rows(doc)))
-    print(f"\nwrote {result.written} new score records in {result.seconds:.1f} s")
-    for name, path in result.files.items():
-        print(f"  {name:14s} {path}")
+    print()
+    print_written(result.written, result.seconds, result.files)
     return 0
 
 

@@ -10,7 +10,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from judge.cli._common import Parser, add_settings, fail, flags_in_warnings, settings_from
+from judge.cli._common import Parser, add_settings, fail, flags_in_warnings, print_written, settings_from
 from judge.cli._logging import setup_logging
 from judge.core.errors import JudgeError
 
@@ -114,10 +114,7 @@ def print_result(result: ScoreResult) -> None:
     if result.summary:
         print(render_console(result.summary))
         print()
-    print(f"wrote {result.written} new score records in {result.seconds:.1f} s (every table: summary.md)")
-    width = max((len(name) for name in result.files), default=0)
-    for name, path in result.files.items():
-        print(f"  {name:{max(width, 8)}s} {path}")
+    print_written(result.written, result.seconds, result.files, note="every table: summary.md")
 
 
 if __name__ == "__main__":
