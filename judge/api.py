@@ -38,7 +38,7 @@ from judge.core.schema import (
     in_item_order,
     item_scores,
 )
-from judge.scoring.config import ScoreConfig
+from judge.scoring.config import ENGINE_SETTINGS, ScoreConfig
 from judge.scoring.engine import (
     JudgeEngine,
     JudgeSpec,
@@ -94,19 +94,10 @@ class Judge:
         names (``judge-calibrate``): each record's ``score`` is then calibrated, with ``raw_score`` and a
         conformal ``interval`` beside it; off: the raw read-out.
         """
-        known = {
-            "batch_tokens",
-            "batch_size",
-            "share_prefix",
-            "reproducible",
-            "max_tokens",
-            "max_new_tokens",
-            "chunk_size",
-        }
-        unknown = sorted(set(engine_options) - known)
+        unknown = sorted(set(engine_options) - set(ENGINE_SETTINGS))
         if unknown:
             raise ConfigError(
-                f"unknown option(s) {', '.join(unknown)}; scoring options are {', '.join(sorted(known))}"
+                f"unknown option(s) {', '.join(unknown)}; scoring options are {', '.join(sorted(ENGINE_SETTINGS))}"
             )
         # The same validation as judge-score's options (no input files here: items come in memory).
         cfg = ScoreConfig(

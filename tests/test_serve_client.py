@@ -148,6 +148,50 @@ def test_judge_score_through_a_server_equals_local_scoring(local_out, remote_out
     assert a["run"]["identity"] == b["run"]["identity"]
 
 
+def test_model_settings_given_with_server_are_named_as_ignored(remote_out, inputs, server, tmp_path, capsys):
+    """With --server the server's own model and engine settings decide: a setting given anyway is named in
+    one warning, by its flag, instead of silently doing nothing."""
+    out = tmp_path / "out"
+    shutil.copytree(remote_out, out)
+    capsys.readouterr()
+    assert (
+        score_cli(
+            inputs,
+            out,
+            "--server",
+            server.url,
+            "--max-tokens",
+            "900",
+            "--batch-size",
+            "3",
+            "--dtype",
+            "float32",
+        )
+        == 0
+    )
+    err = capsys.readouterr().err
+    line = next(x for x in err.splitlines() if "the server's own settings decide" in x)
+    for flag in ("--max-tokens", "--batch-size", "--dtype"):
+        assert flag in line, line
+    assert "--quantization" not in line  # left at its default: not named
+
+
+def test_engine_settings_given_to_the_api_with_server_are_named_as_ignored(
+    remote_out, inputs, server, tmp_path, caplog
+):
+    """The API's `chunk_size` (no flag) is one of the engine's settings too: named, not silently dropped."""
+    from judge import score_files
+
+    out = tmp_path / "out"
+    shutil.copytree(remote_out, out)
+    with caplog.at_level("WARNING", logger="judge"):
+        score_files(
+            inputs=[str(p) for p in inputs], out=str(out), server=server.url, chunk_size=5, progress=False
+        )
+    (line,) = [r.getMessage() for r in caplog.records if "the server's own settings decide" in r.getMessage()]
+    assert "`chunk_size`" in line, line
+
+
 def test_resume_skips_what_is_done_and_fills_in_what_a_kill_lost(
     remote_out, inputs, server, local_out, tmp_path, capsys
 ):

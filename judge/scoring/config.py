@@ -16,6 +16,18 @@ from judge.core.settings import PathText, Settings
 from judge.models import BATCH_TOKENS
 from judge.scoring.inputs import check_format
 
+#: The settings of the scoring engine itself (how it batches, shares prefixes and reads out), beside the
+#: judge it loads: ``Judge.load`` takes these as keywords, and ``judge-score --server`` ignores them.
+ENGINE_SETTINGS = (
+    "batch_tokens",
+    "batch_size",
+    "share_prefix",
+    "reproducible",
+    "max_tokens",
+    "max_new_tokens",
+    "chunk_size",
+)
+
 
 class ScoreConfig(Settings):
     """Every setting of ``judge-score``; the CLI fills it from its options, a library user by keywords:

@@ -39,7 +39,7 @@ from judge.core.errors import ConfigError, JudgeError
 from judge.core.rubric import Rubric, load_rubric
 from judge.core.schema import PredictionRecord
 from judge.models.card import JudgeCard
-from judge.scoring.config import ScoreConfig
+from judge.scoring.config import ENGINE_SETTINGS, ScoreConfig
 from judge.scoring.engine import (
     JudgeEngine,
     JudgeSpec,
@@ -364,20 +364,9 @@ def _finish(
     return files, summary
 
 
-#: Settings of the judge's model: with ``server`` they are the server's own (``device`` still places
-#: the CLIPScore baseline).
-_MODEL_SETTINGS = (
-    "force",
-    "calibration",
-    "dtype",
-    "quantization",
-    "batch_tokens",
-    "batch_size",
-    "share_prefix",
-    "reproducible",
-    "max_tokens",
-    "max_new_tokens",
-)
+#: Settings of the judge's model and engine: with ``server`` they are the server's own (``device`` still
+#: places the CLIPScore baseline).
+_MODEL_SETTINGS = ("force", "calibration", "dtype", "quantization", *ENGINE_SETTINGS)
 
 
 def _warn_server_settings(cfg: ScoreConfig) -> None:
