@@ -21,6 +21,8 @@ from annotated_types import Ge
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
+from judge.core.errors import JudgeError
+
 
 class Parser(argparse.ArgumentParser):
     """An ArgumentParser whose usage errors are one line (``prog: error: ... (see prog --help)``), exit 2."""
@@ -149,6 +151,7 @@ def _without_none(tp: Any) -> Any:
 
 
 M = TypeVar("M", bound=BaseModel)
+T = TypeVar("T")
 
 
 def settings_from(args: argparse.Namespace, model: type[M]) -> M:
@@ -230,3 +233,32 @@ def print_written(written: int, seconds: float, files: Mapping[str, str], note: 
     width = max([8, *(len(name) for name in files)])
     for name, path in files.items():
         print(f"  {name:{width}s} {path}")
+
+
+def run_job(
+    build_parser: Callable[[], argparse.ArgumentParser],
+    argv: list[str] | None,
+    job: Callable[[argparse.Namespace], T],
+    show: Callable[[T], None],
+    also: Mapping[str, str] | None = None,
+) -> int:
+    """The life of a command that runs one job; returns its exit code (0, or 2 for a user error).
+
+    Logging is set up; the parser is built (a benchmark plugin that fails to import is one error line);
+    the arguments are parsed; ``job`` runs with the library's warnings and errors naming settings by their
+    flags (and ``also``: the command's positionals); ``show`` prints its result."""
+    from judge.cli._logging import setup_logging
+
+    setup_logging()
+    try:
+        parser = build_parser()
+    except JudgeError as e:
+        return fail(e)
+    args = parser.parse_args(argv)
+    try:
+        with flags_in_warnings(parser, also):
+            result = job(args)
+    except JudgeError as e:
+        return fail(e, parser, also)
+    show(result)
+    return 0

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
-from judge.cli._common import Parser, add_settings, fail, flags_in_warnings, print_written, settings_from
-from judge.cli._logging import setup_logging
-from judge.core.errors import JudgeError
+from judge.cli._common import Parser, add_settings, print_written, run_job, settings_from
+
+if TYPE_CHECKING:  # the run module loads torch; the command imports it only once parsing is done
+    from judge.audit.run import AuditResult
 
 EPILOG = """\
 examples:
@@ -50,22 +52,21 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``judge-audit``; returns the exit code (2 for a user error)."""
-    setup_logging()
-    try:
-        parser = build_parser()
-    except JudgeError as e:  # a benchmark plugin that fails to import
-        return fail(e)
-    args = parser.parse_args(argv)
-    try:
-        from judge.audit.config import AuditConfig
-        from judge.audit.report import HEADLINE_HEADERS, headline_rows
-        from judge.audit.run import run_audit
-        from judge.core.tables import text_table
 
-        with flags_in_warnings(parser):
-            result = run_audit(settings_from(args, AuditConfig))
-    except JudgeError as e:
-        return fail(e, parser)
+    def job(args: argparse.Namespace) -> AuditResult:
+        from judge.audit.config import AuditConfig
+        from judge.audit.run import run_audit
+
+        return run_audit(settings_from(args, AuditConfig))
+
+    return run_job(build_parser, argv, job, show)
+
+
+def show(result: AuditResult) -> None:
+    """The headline table of each scorer, and where the files went."""
+    from judge.audit.report import HEADLINE_HEADERS, headline_rows
+    from judge.core.tables import text_table
+
     data = result.data
     print(
         f"\nAudit of {data.judge['source']} on {data.n_items} responses ({data.n_questions} questions), overall score:\n"
@@ -80,7 +81,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\nunscorable originals (left out): {data.unscorable}")
     print()
     print_written(result.written, result.seconds, result.files)
-    return 0
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
-from judge.cli._common import Parser, add_settings, fail, flags_in_warnings, print_written, settings_from
-from judge.cli._logging import setup_logging
-from judge.core.errors import JudgeError
+from judge.cli._common import Parser, add_settings, print_written, run_job, settings_from
+
+if TYPE_CHECKING:  # the bench module loads the scoring stack; the command imports it once parsing is done
+    from judge.scoring.bench import BenchResult
 
 EPILOG = """\
 examples:
@@ -49,20 +51,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``judge-bench``; returns the exit code (2 for a user error)."""
-    setup_logging()
-    try:
-        parser = build_parser()
-    except JudgeError as e:  # a benchmark plugin that fails to import
-        return fail(e)
-    args = parser.parse_args(argv)
-    try:
-        from judge.scoring.bench import BenchConfig, headline_rows, run_bench
-        from judge.scoring.summary import md_table
 
-        with flags_in_warnings(parser):
-            result = run_bench(settings_from(args, BenchConfig))
-    except JudgeError as e:
-        return fail(e, parser, also={"benchmark": "BENCHMARK", "data": "DATA"})
+    def job(args: argparse.Namespace) -> BenchResult:
+        from judge.scoring.bench import BenchConfig, run_bench
+
+        return run_bench(settings_from(args, BenchConfig))
+
+    return run_job(build_parser, argv, job, show, also={"benchmark": "BENCHMARK", "data": "DATA"})
+
+
+def show(result: BenchResult) -> None:
+    """The headline metrics, official and strict, and where the files went."""
+    from judge.scoring.bench import headline_rows
+    from judge.scoring.summary import md_table
+
     doc = result.data
     items = doc["items"]
     print(
@@ -71,7 +73,6 @@ def main(argv: list[str] | None = None) -> int:
     print(md_table(["metric", "official", "95% interval", "strict", "95% interval"], headline_rows(doc)))
     print()
     print_written(result.written, result.seconds, result.files)
-    return 0
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -10,9 +10,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from judge.cli._common import Parser, add_settings, fail, flags_in_warnings, print_written, settings_from
-from judge.cli._logging import setup_logging
-from judge.core.errors import JudgeError
+from judge.cli._common import Parser, add_settings, print_written, run_job, settings_from
 
 if TYPE_CHECKING:  # the run module loads torch; the command imports it only once parsing is done
     from judge.scoring.run import ScoreResult
@@ -88,23 +86,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    setup_logging()
-    try:
-        parser = build_parser()
-    except JudgeError as e:  # a benchmark plugin that fails to import
-        return fail(e)
-    args = parser.parse_args(argv)
-    try:
+    """Entry point of ``judge-score``; returns the exit code (2 for a user error)."""
+
+    def job(args: argparse.Namespace) -> ScoreResult:
         from judge.scoring.config import ScoreConfig
         from judge.scoring.run import score_files
 
-        with flags_in_warnings(parser):
-            result = score_files(settings_from(args, ScoreConfig))
-    except JudgeError as e:
-        return fail(e, parser)
-    if result.summary:  # the main process prints; the others of a sharded run stay quiet
-        print_result(result)
-    return 0
+        return score_files(settings_from(args, ScoreConfig))
+
+    def show(result: ScoreResult) -> None:
+        if result.summary:  # the main process prints; the others of a sharded run stay quiet
+            print_result(result)
+
+    return run_job(build_parser, argv, job, show)
 
 
 def print_result(result: ScoreResult) -> None:
