@@ -76,6 +76,21 @@ def ref_of(kind: str, world) -> str:
     return KINDS[kind].format(out=world[1])
 
 
+def assert_refused_alike(message: str, ref: str, kind: str, server_kind: str, world) -> None:
+    """A refusal of a path out of the root says why in the same words whether the file exists or not, and
+    no word of what is behind the path; a URL is refused as one (nothing is fetched)."""
+    if kind in ("absolute", "dotdot", "symlink", "fifo", "missing"):
+        masked = message.replace(repr(ref), "REF")
+        expected = (
+            "outside the server's --image-root" if server_kind == "rooted" else "started without --image-root"
+        )
+        assert expected in masked, masked
+        for leak in ("does not exist", "cannot be read", "not a file", str(world[1])):
+            assert leak not in masked, masked
+    else:
+        assert "fetches nothing" in message, message
+
+
 @pytest.mark.parametrize("server_kind", ["rooted", "bare"])
 @pytest.mark.parametrize("fmt, fld, kind", CASES)
 def test_a_path_out_of_the_root_is_refused_in_every_form_and_field(
@@ -92,17 +107,7 @@ def test_a_path_out_of_the_root_is_refused_in_every_form_and_field(
     renamed = fld in RECORD_FORMATS[fmt].renamed.values()
     native = f"field '{fld} (read as" if renamed else f"field '{fld}["
     assert native in err["message"], err["message"]
-    if kind in ("absolute", "dotdot", "symlink", "fifo", "missing"):
-        # The same words whether the file exists or not, and no word of what is behind the path.
-        masked = err["message"].replace(repr(ref), "REF")
-        expected = (
-            "outside the server's --image-root" if server_kind == "rooted" else "started without --image-root"
-        )
-        assert expected in masked, masked
-        for leak in ("does not exist", "cannot be read", "not a file", str(world[1])):
-            assert leak not in masked, masked
-    else:
-        assert "fetches nothing" in err["message"], err["message"]
+    assert_refused_alike(err["message"], ref, kind, server_kind, world)
 
 
 @pytest.mark.parametrize("server_kind", ["rooted", "bare"])
@@ -165,16 +170,7 @@ def test_reward_route_images_out_of_the_root_are_refused(servers, world, server_
     assert r.status_code == 200, r.text
     got = r.json()
     assert got["extra_logs"]["judge_unscorable"] == [1.0]
-    reason = got["judge"]["items"][0]["reason"].replace(repr(ref), "REF")
-    if kind in ("absolute", "dotdot", "symlink", "fifo", "missing"):
-        expected = (
-            "outside the server's --image-root" if server_kind == "rooted" else "started without --image-root"
-        )
-        assert expected in reason, reason
-        for leak in ("does not exist", "cannot be read", "not a file", str(world[1])):
-            assert leak not in reason, reason
-    else:
-        assert "fetches nothing" in reason, reason
+    assert_refused_alike(got["judge"]["items"][0]["reason"], ref, kind, server_kind, world)
 
 
 @pytest.mark.parametrize("fmt, fld, kind", CASES)
