@@ -6,6 +6,7 @@ records equal to :meth:`judge.Judge.score`'s."""
 from __future__ import annotations
 
 import json
+import logging
 import re
 import shutil
 from pathlib import Path
@@ -177,18 +178,27 @@ def test_model_settings_given_with_server_are_named_as_ignored(remote_out, input
 
 
 def test_engine_settings_given_to_the_api_with_server_are_named_as_ignored(
-    remote_out, inputs, server, tmp_path, caplog
+    remote_out, inputs, server, tmp_path
 ):
     """The API's `chunk_size` (no flag) is one of the engine's settings too: named, not silently dropped."""
     from judge import score_files
 
     out = tmp_path / "out"
     shutil.copytree(remote_out, out)
-    with caplog.at_level("WARNING", logger="judge"):
+    # A handler on the library's own logger: the commands' logging setup (conftest) stops "judge" from
+    # propagating, so pytest's caplog, which listens on the root logger, would not see the record.
+    messages: list[str] = []
+    handler = logging.Handler(logging.WARNING)
+    handler.emit = lambda record: messages.append(record.getMessage())  # type: ignore[method-assign]
+    log = logging.getLogger("judge")
+    log.addHandler(handler)
+    try:
         score_files(
             inputs=[str(p) for p in inputs], out=str(out), server=server.url, chunk_size=5, progress=False
         )
-    (line,) = [r.getMessage() for r in caplog.records if "the server's own settings decide" in r.getMessage()]
+    finally:
+        log.removeHandler(handler)
+    (line,) = [m for m in messages if "the server's own settings decide" in m]
     assert "`chunk_size`" in line, line
 
 
