@@ -38,7 +38,7 @@ from judge.core.schema import (
     in_item_order,
     item_scores,
 )
-from judge.scoring.config import ENGINE_SETTINGS, ScoreConfig
+from judge.scoring.config import ENGINE_SETTINGS, ScoreConfig, engine_keywords
 from judge.scoring.engine import (
     JudgeEngine,
     JudgeSpec,
@@ -121,20 +121,7 @@ class Judge:
             calibration=calibration,
         )
         model, processor = load_judge_model(spec, device=resolve_device(device), dtype=dtype)
-        engine = JudgeEngine(
-            model,
-            processor,
-            spec,
-            share_prefix=cfg.share_prefix,
-            batch_tokens=cfg.batch_tokens,
-            batch_size=cfg.batch_size,
-            max_tokens=cfg.max_tokens,
-            rationale=rationale,
-            max_new_tokens=cfg.max_new_tokens,
-            chunk_size=cfg.chunk_size,
-            reproducible=cfg.reproducible,
-        )
-        return cls(spec, engine)
+        return cls(spec, JudgeEngine(model, processor, spec, **engine_keywords(cfg)))
 
     @property
     def rubric(self) -> Rubric:

@@ -8,7 +8,7 @@ the help text, a ``Literal`` its choices. A description or an error names anothe
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -198,6 +198,12 @@ class ScoreConfig(Settings):
         if self.baseline == "clipscore" and not self.clip_model:
             raise ValueError("`baseline` clipscore needs `clip_model` PATH (or tiny)")
         return self
+
+
+def engine_keywords(cfg: ScoreConfig) -> dict[str, Any]:
+    """The ``JudgeEngine`` keywords a :class:`ScoreConfig` holds: its :data:`ENGINE_SETTINGS` and
+    ``rationale``. The one place that maps the one onto the other (``Judge.load``, ``judge-score``)."""
+    return {name: getattr(cfg, name) for name in ENGINE_SETTINGS} | {"rationale": cfg.rationale}
 
 
 __all__ = ["ScoreConfig"]

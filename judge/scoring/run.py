@@ -39,7 +39,7 @@ from judge.core.errors import ConfigError, JudgeError
 from judge.core.rubric import Rubric, load_rubric
 from judge.core.schema import PredictionRecord
 from judge.models.card import JudgeCard
-from judge.scoring.config import ENGINE_SETTINGS, ScoreConfig
+from judge.scoring.config import ENGINE_SETTINGS, ScoreConfig, engine_keywords
 from judge.scoring.engine import (
     JudgeEngine,
     JudgeSpec,
@@ -276,19 +276,7 @@ def _score_with_judge(job: _Job, store: ScoreStore, done: set) -> tuple[int, int
         model, processor = load_judge_model(
             spec, device=resolve_device(cfg.device, dist.local_rank), dtype=cfg.dtype
         )
-        engine = JudgeEngine(
-            model,
-            processor,
-            spec,
-            share_prefix=cfg.share_prefix,
-            batch_tokens=cfg.batch_tokens,
-            batch_size=cfg.batch_size,
-            max_tokens=cfg.max_tokens,
-            rationale=cfg.rationale,
-            max_new_tokens=cfg.max_new_tokens,
-            chunk_size=cfg.chunk_size,
-            reproducible=cfg.reproducible,
-        )
+        engine = JudgeEngine(model, processor, spec, **engine_keywords(cfg))
     written = items = n_scores = 0
     desc = "judge" if dist.world == 1 else f"judge [{dist.rank}/{dist.world}]"
     with _progress(len(pending), cfg.progress and dist.is_main, desc) as bar:
