@@ -90,7 +90,7 @@ class Judge:
 
         ``engine_options`` are the scoring settings of :class:`~judge.scoring.config.ScoreConfig`
         (``batch_tokens``, ``batch_size``, ``share_prefix``, ``reproducible``, ``max_tokens``,
-        ``max_new_tokens``, ``chunk_size``), validated the same way. ``calibration``: apply the calibration the judge card
+        ``max_new_tokens``, ``chunk_size``, ``workers``), validated the same way. ``calibration``: apply the calibration the judge card
         names (``judge-calibrate``): each record's ``score`` is then calibrated, with ``raw_score`` and a
         conformal ``interval`` beside it; off: the raw read-out.
         """

@@ -22,6 +22,7 @@ examples:
   judge-score outputs/m/ActionSequence/pred.json --dataset-file ActionSequence.json --no-judge
   judge-score mmra.jsonl --no-judge --metric-mode official              MMRA rows, the official metric only
   judge-score runs/demo/data/splits/test.jsonl --judge runs/demo/judge  an annotation split (for judge-report)
+  judge-score preds.jsonl --judge runs/demo/judge --workers 4           encoding in 4 processes while a GPU scores
   judge-score preds.jsonl --server http://gpu-box:8000                  the judge of a running judge-serve
   JUDGE_API_KEY=KEY judge-score preds.jsonl --server https://judge.example --server-concurrency 8
                                                                         a keyed server, several replicas behind it
@@ -49,6 +50,7 @@ GROUPS = {
         "batch_size",
         "share_prefix",
         "reproducible",
+        "workers",
         "max_tokens",
         "baseline",
         "clip_model",

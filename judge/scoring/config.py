@@ -26,6 +26,7 @@ ENGINE_SETTINGS = (
     "max_tokens",
     "max_new_tokens",
     "chunk_size",
+    "workers",
 )
 
 
@@ -171,6 +172,13 @@ class ScoreConfig(Settings):
         ge=1,
         description="records encoded at a time (their images' pixels are held until scored)",
         json_schema_extra={"flag": None},
+    )
+    workers: int = Field(
+        0,
+        ge=0,
+        description="processes that encode the next items (images, prompts) while the judge scores, so "
+        "that a GPU does not wait for the CPU; the scores are the same bit for bit (default 0: encode in "
+        "this process; not used with `rationale`)",
     )
     progress: bool = Field(
         True,

@@ -26,6 +26,7 @@ with ``score: null``, ``status: "unscorable"``, a ``reason`` and ``details.reaso
 
 from __future__ import annotations
 
+import copy
 import logging
 import math
 from collections.abc import Iterable, Iterator, Sequence
@@ -298,6 +299,10 @@ class JudgeEngine:
     one batch, whichever criteria were asked for (a subset, or the pending ones of a resumed run), so
     the shapes of every operation are fixed by the item; without, every criterion prompt of its family
     in one batch. The cost is the batching across items: see docs/design.md.
+
+    ``workers``: processes that encode the next items while the model scores (:mod:`judge.scoring.workers`;
+    0: encode in this process). The same chunks are scored either way, so the scores are equal bit for
+    bit. Not used with ``rationale`` (its generation keeps the images).
     """
 
     def __init__(
@@ -315,11 +320,14 @@ class JudgeEngine:
         chunk_size: int = 256,
         image_limits: ImageLimits = DEFAULT_LIMITS,
         reproducible: bool = False,
+        workers: int = 0,
     ):
         from judge.models.readout import ExpectedScorer
 
         if batch_tokens < 1 or batch_size < 1 or chunk_size < 1:
             raise ConfigError("batch tokens, batch size and chunk size must be positive")
+        if workers < 0:
+            raise ConfigError(f"`workers` must be 0 or more, got {workers}")
         self.spec = spec
         self.rubric = spec.rubric
         self.processor = processor
@@ -333,6 +341,7 @@ class JudgeEngine:
         self.max_new_tokens = max_new_tokens
         self.image_limits = image_limits
         self.reproducible = reproducible
+        self.workers = workers
         ip = getattr(processor, "image_processor", None)
         self._base_tiles = getattr(ip, "max_patches", None)
         self.producer = {
@@ -426,7 +435,9 @@ class JudgeEngine:
         ), prompts[0].images
 
     def _prepare(self, item: _Item, key: Any):
-        """An encoded request, or the item's unscorable records."""
+        """An encoded request, or the item's unscorable records. Needs no model (workers run it)."""
+        from judge.models.readout import encode_request
+
         rec = item.rec
         if rec.task not in self.rubric.families:
             return self._unscorable(
@@ -445,12 +456,12 @@ class JudgeEngine:
         request.images = item.images
         budget = self.max_tokens - (self.max_new_tokens + 8 if self.rationale else 0)
         try:
-            enc = self.scorer.encode(request)
+            enc = encode_request(self.processor, request)
             if enc.max_len > budget and request.images and self._base_tiles:
                 # Fewer tiles per image, as the SFT builder does for training examples over the budget.
                 for tiles in range(int(self._base_tiles) - 1, 0, -1):
                     request.max_patches = item.max_patches = tiles
-                    enc = self.scorer.encode(request)
+                    enc = encode_request(self.processor, request)
                     if enc.max_len <= budget:
                         break
         except (JudgeError, ValueError) as e:
@@ -559,12 +570,29 @@ class JudgeEngine:
             for i, r in enumerate(records)
             if (crits := [c for c in self.pending(r, done) if criteria is None or c in criteria[i]])
         ]
-        for start in range(0, len(todo), self.chunk_size):
-            chunk = [self.prepare(r, crits) for r, crits in todo[start : start + self.chunk_size]]
+        for chunk in self._prepared_chunks(todo):
             for group in self.score_prepared(chunk):
                 recs = [r for p in group for r in p.records or []]
                 scored = sum(len(p.records or []) for p in group if p.encoded is not None)
                 yield Batch(recs, len(group), scored)
+
+    def _prepared_chunks(
+        self, todo: Sequence[tuple[PredictionRecord, list[str]]]
+    ) -> Iterator[list[Prepared]]:
+        """``todo`` prepared, ``chunk_size`` items at a time: in worker processes (``workers``), or here."""
+        if self.workers and not self.rationale and len(todo) > 1:
+            from judge.scoring.workers import prepared_in_workers
+
+            yield from prepared_in_workers(self, todo, self.workers, self.chunk_size)
+            return
+        for start in range(0, len(todo), self.chunk_size):
+            yield [self.prepare(r, crits) for r, crits in todo[start : start + self.chunk_size]]
+
+    def without_model(self) -> JudgeEngine:
+        """A copy that can :meth:`prepare` but not score: what encoding workers get (no weights to copy)."""
+        light = copy.copy(self)
+        light.scorer = None  # type: ignore[assignment]
+        return light
 
     def _records(self, item: _Item, scores) -> list[ScoreRecord]:
         by_criterion = dict(zip(item.compute, scores, strict=True))
