@@ -90,6 +90,12 @@ def write_workload(folder: Path, processor, rubric, args) -> list[dict]:
         jitter=args.jitter,
         seed=args.seed,
     )
+    return write_items(folder, items)
+
+
+def write_items(folder: Path, items: list) -> list[dict]:
+    """``bench_score`` workload items as a prediction file, ``folder/items.jsonl``, their images saved beside
+    under the names their placeholders give (PNG: the pixels read back are the ones in memory)."""
     out = []
     for it in items:
         names = [seg["image"] for seg in it.question + it.response if seg.get("type") == "image"]

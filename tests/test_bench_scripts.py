@@ -389,3 +389,35 @@ def test_bench_repro_measures_every_path_and_the_reproducible_mode_is_exact(tmp_
     assert ours["p50"] < theirs["p50"]
     t = d["throughput"]["bfloat16"]
     assert t["default"]["items_per_s"] > 0 and t["reproducible"]["items_per_s"] > 0
+
+
+@pytest.mark.slow
+def test_bench_e2e_times_judge_score_beside_bench_c_on_the_same_items(tmp_path):
+    """bench_e2e.py on the CPU: judge-score (a process of its own, with and without encoding workers, and its
+    fixed cost) beside bench_score's mode (c) on the same workload; every score of the command is the
+    bench's, to float32 round-off."""
+    be = _load("bench_e2e")
+    argv = ["--shape", "tiny", "--responses", "6", "--prompt-tokens", "300", "--repeats", "1", "--threads", "1",
+            "--workers", "1", "--score-workers", "0,2", "--allow-dirty", "--out", str(tmp_path)]  # fmt: skip
+    assert be.main(argv) == 0
+    (path,) = tmp_path.glob("bench_e2e_cpu_*.json")
+    d = json.loads(path.read_text())
+    assert d["command"] == "python scripts/bench_e2e.py " + " ".join(argv)
+    res = d["results"]
+    assert set(res) == {
+        "bench (c)",
+        "judge-score, workers 0",
+        "judge-score, workers 2",
+        "judge-score --limit 1",
+    }
+    assert res["bench (c)"]["over_bench"] == 1.0
+    for run in ("judge-score, workers 0", "judge-score, workers 2"):
+        r = res[run]
+        assert r["scores_compared"] == d["config"]["criterion_scores"] == 42 and r["scores_missing"] == 0
+        assert r["max_abs_diff_vs_bench"] < 1e-5
+        assert r["responses_per_s"] == pytest.approx(6 / r["seconds"])
+        # The steady rate leaves out the command's fixed cost (imports, loading the model): its --limit 1 run.
+        steady = r["seconds"] - res["judge-score --limit 1"]["seconds"]
+        assert r["steady_responses_per_s"] == (pytest.approx(5 / steady) if steady > 0 else None)
+    with pytest.raises(SystemExit):
+        be.main(["--score-workers", "1,x"])

@@ -1,0 +1,297 @@
+"""``judge-score`` end to end against ``bench_score.py``'s mode (c) on the same workload.
+
+A randomly initialised judge of ``--shape`` is saved once as a plain model folder (``judge-score`` loads
+it with ``--rubric mmie``), and ``bench_score.py``'s workload (responses of 2-3 images, criterion prompts
+of about ``--prompt-tokens``) is written as a prediction file with its images as PNG files. Then,
+``--repeats`` times, in alternating order:
+
+* ``bench (c)``: ``bench_score.py``'s mode (c) in this process (shared prefix, token-budget batches,
+  from the images in memory), the model loaded from the saved folder by ``judge.Judge.load`` and
+  ``--workers`` persistent encoding workers started before any timing: the scoring alone;
+* ``judge-score, workers N`` for each of ``--score-workers``: the command in a process of its own, on
+  the prediction file, timed from start to exit: imports, loading the model, reading the records and
+  images, the rule-based metrics, scoring, writing ``scores.jsonl`` and the summary;
+* ``judge-score --limit 1``: the same command on one record, its fixed cost.
+
+Reported (medians): responses/s of each, and for ``judge-score`` also its steady rate,
+``(responses - 1) / (seconds - seconds of --limit 1)``: what a long run approaches once the fixed cost
+is paid. Both are compared with ``bench (c)``'s rate (the issue-23 goal: >= 90%). The scores of
+``judge-score`` and ``bench (c)`` are compared item by item too (the same weights; the batches differ, so
+in bf16 they differ in their last bits). A table is printed and the JSON goes to
+``benchmarks/results/bench_e2e_<device>_<time>.json``.
+
+    python scripts/bench_e2e.py --shape tiny --responses 128 --prompt-tokens 600 --threads 1   # CPU check
+    python scripts/bench_e2e.py --shape 4b --device cuda --responses 256 --workers 6 --score-workers 0,6
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+SCRIPTS = Path(__file__).resolve().parent
+if str(SCRIPTS) not in sys.path:
+    sys.path.insert(0, str(SCRIPTS))
+
+import bench_repro as br  # noqa: E402  (the workload written as files, the saved judge)
+import bench_score as bs  # noqa: E402  (shapes, workload, encoding workers, mode (c), the protocol)
+import load_test as lt  # noqa: E402  (the environment of a child process)
+
+REPO = bs.REPO
+BENCH = "bench (c)"
+FIXED = "judge-score --limit 1"
+
+
+def parse_workers(text: str) -> list[int]:
+    try:
+        out = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected numbers separated by commas, got {text!r}") from None
+    if not out or min(out) < 0:
+        raise argparse.ArgumentTypeError(f"expected one or more counts >= 0, got {text!r}")
+    return out
+
+
+def judge_score(cmd_args: list[str], threads: int | None, log: Path) -> float:
+    """Run ``judge-score`` in a process of its own; its wall-clock seconds, start to exit."""
+    cmd = [sys.executable, "-m", "judge.cli.score", *cmd_args]
+    t0 = time.perf_counter()
+    with log.open("w") as f:
+        res = subprocess.run(cmd, cwd=REPO, env=lt.thread_env(threads), stdout=f, stderr=subprocess.STDOUT)
+    seconds = time.perf_counter() - t0
+    if res.returncode != 0:
+        raise RuntimeError(f"judge-score failed ({res.returncode}); its output:\n{log.read_text()[-3000:]}")
+    return seconds
+
+
+def judge_scores(out: Path) -> dict[tuple[str, str], float | None]:
+    rows = [json.loads(x) for x in (out / "scores.jsonl").read_text().splitlines()]
+    return {(r["id"], r["criterion"]): r["score"] for r in rows if r["metric"] == "judge"}
+
+
+def main(argv: list[str] | None = None) -> int:
+    from judge.models import BATCH_TOKENS
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--shape", choices=sorted(bs.SHAPES), default="4b")
+    p.add_argument("--responses", type=int, default=256, help="responses in the workload (default 256)")
+    p.add_argument("--images", type=bs.parse_range, default=(2, 3), help="images per response (default 2-3)")
+    p.add_argument(
+        "--prompt-tokens", type=int, default=1500, help="mean criterion-prompt length (default 1500)"
+    )
+    p.add_argument("--jitter", type=float, default=0.15, help="prompt lengths vary within +-this fraction")
+    p.add_argument("--families", default="SA,PBL,MSR")
+    p.add_argument(
+        "--workers", type=int, default=0, help="bench (c)'s persistent encoding workers (default 0: inline)"
+    )
+    p.add_argument(
+        "--score-workers",
+        type=parse_workers,
+        default=[0],
+        help="judge-score's --workers, one timed run each per repeat (comma-separated; default 0)",
+    )
+    p.add_argument("--batch-tokens", type=int, default=BATCH_TOKENS, help="token budget per forward pass")
+    p.add_argument(
+        "--batch-size", type=int, default=16, help="responses per forward pass, both sides (default 16)"
+    )
+    p.add_argument("--repeats", type=int, default=bs.MIN_REPEATS, help="timed runs of each (median)")
+    p.add_argument("--device", default="auto")
+    p.add_argument("--dtype", default="auto", help="auto: bfloat16 on a GPU, float32 on the CPU")
+    p.add_argument("--threads", type=int, help="torch threads here and in judge-score's processes")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--model-dir", help="where the random judge is saved (reused if it holds one)")
+    p.add_argument("--allow-dirty", action="store_true", help="run on a tree that differs from its commit")
+    p.add_argument("--out", default=str(REPO / "benchmarks/results"))
+    args = p.parse_args(argv)
+    if args.responses < 2 or args.repeats < 1 or args.workers < 0:
+        p.error("--responses must be at least 2, --repeats at least 1, --workers at least 0")
+    source = bs.source_state()
+    bs.require_clean(source, args.allow_dirty)
+
+    import torch
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    import judge
+    from judge.core.rubric import load_rubric
+
+    device = bs.resolve_device(args.device)
+    dtype = bs.resolve_dtype(args.dtype, device)
+    dtype_name = str(dtype).replace("torch.", "")
+    shape = bs.SHAPES[args.shape]
+    rubric = load_rubric("mmie")
+    processor = bs.build_processor(shape, 1, rubric)
+    per_response = max(len(f.criterion_ids) for f in rubric.families.values())
+    work = Path(tempfile.mkdtemp(prefix="bench-e2e-"))
+    try:
+        data = work / "data"
+        data.mkdir()
+        items = bs.build_workload(
+            processor,
+            rubric,
+            responses=args.responses,
+            images=args.images,
+            prompt_tokens=args.prompt_tokens,
+            families=[f.strip() for f in args.families.split(",") if f.strip()],
+            jitter=args.jitter,
+            seed=args.seed,
+        )
+        br.write_items(data, items)
+        requests = [bs.request_for(it, rubric) for it in items]
+        n_scores = sum(len(r.criteria) for r in requests)
+        # Workers before the model (nothing forked from a process holding a GPU context), started untimed.
+        encoder = bs.Encoder(processor, requests, args.workers, bs.auto_chunk(len(requests), args.workers))
+        workers_start_s = encoder.start()
+        model_dir = Path(args.model_dir) if args.model_dir else work / "judge"
+        if not (model_dir / "config.json").is_file():
+            t0 = time.perf_counter()
+            br.save_judge(model_dir, shape, processor, device, dtype, args.seed)
+            print(f"saved the random {shape.name} judge ({dtype_name}) in {time.perf_counter() - t0:.1f} s")
+        t0 = time.perf_counter()
+        j = judge.Judge.load(str(model_dir), rubric="mmie", device=device, dtype=dtype_name)
+        bs.sync(device)
+        load_s = time.perf_counter() - t0
+        scorer = j.engine.scorer
+        kw = dict(batch_tokens=args.batch_tokens, batch_size=args.batch_size * per_response)
+        scorer.score(requests[:2], share_prefix=True, batch_tokens=args.batch_tokens,
+                     max_batch_size=kw["batch_size"])  # warm-up, untimed  # fmt: skip
+        print(
+            f"workload: {len(requests)} responses, {n_scores} criterion scores; model loaded in {load_s:.1f} s; "
+            f"bench (c) with {args.workers} encoding workers (started in {workers_start_s:.1f} s)",
+            flush=True,
+        )
+
+        common = ["--judge", str(model_dir), "--rubric", "mmie", "--device", device, "--dtype", dtype_name,
+                  "--batch-tokens", str(args.batch_tokens), "--batch-size", str(args.batch_size),
+                  "--overwrite", "--no-progress"]  # fmt: skip
+        runs = [BENCH, *(f"judge-score, workers {w}" for w in args.score_workers), FIXED]
+        times: dict[str, list[float]] = {r: [] for r in runs}
+        bench_scores: dict = {}
+        cli_scores: dict[str, dict] = {}
+        for rep in range(args.repeats):
+            for run in runs if rep % 2 == 0 else runs[::-1]:
+                if run == BENCH:
+                    bs.sync(device)
+                    t0 = time.perf_counter()
+                    out = bs.score_judge(scorer, encoder, share_prefix=True, **kw)
+                    bs.sync(device)
+                    times[run].append(time.perf_counter() - t0)
+                    bench_scores = {
+                        (r.key, c): s.expected
+                        for r, scores in out
+                        for c, s in zip(r.criteria, scores, strict=True)
+                    }
+                else:
+                    w = 0 if run == FIXED else int(run.rsplit(" ", 1)[1])
+                    dest = work / f"score-{w}{'-limit' if run == FIXED else ''}"
+                    extra = ["--limit", "1"] if run == FIXED else []
+                    times[run].append(
+                        judge_score(
+                            [
+                                str(data / "items.jsonl"),
+                                *common,
+                                "--workers",
+                                str(w),
+                                "--out",
+                                str(dest),
+                                *extra,
+                            ],
+                            args.threads,
+                            work / f"{dest.name}.log",
+                        )
+                    )
+                    if run != FIXED:
+                        cli_scores[run] = judge_scores(dest)
+                print(f"  run {rep + 1}: {run}: {times[run][-1]:.2f} s", file=sys.stderr, flush=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+    n = len(requests)
+    med = {r: statistics.median(t) for r, t in times.items()}
+    bench_rate = n / med[BENCH]
+    results = {}
+    for run in runs:
+        row = {"seconds": med[run], "seconds_all": times[run]}
+        if run == FIXED:
+            row["responses"] = 1
+        else:
+            row["responses"] = n
+            row["responses_per_s"] = n / med[run]
+            row["over_bench"] = row["responses_per_s"] / bench_rate
+        if run not in (BENCH, FIXED):
+            steady = med[run] - med[FIXED]
+            row["steady_responses_per_s"] = (n - 1) / steady if steady > 0 else None
+            row["steady_over_bench"] = row["steady_responses_per_s"] / bench_rate if steady > 0 else None
+            got = cli_scores[run]
+            diffs = [abs(got[k] - v) for k, v in bench_scores.items() if got.get(k) is not None]
+            row["scores_compared"] = len(diffs)
+            row["scores_missing"] = len(bench_scores) - len(diffs)
+            row["max_abs_diff_vs_bench"] = max(diffs) if diffs else None
+        results[run] = row
+
+    peak, gpu = bs.peak_tflops(device, None)
+    result = {
+        "benchmark": "judge-score end to end (a process of its own, files in and out) against bench_score.py's "
+        "mode (c) on the same workload",
+        "command": "python scripts/bench_e2e.py" + ("" if not argv else " " + shlex.join(argv)),
+        "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "device": bs.machine_facts(device, peak, gpu),
+        "versions": bs.versions(),
+        **source,
+        "protocol": bs.protocol(args.responses, args.repeats),
+        "config": {
+            "shape": shape.name,
+            "dtype": dtype_name,
+            "responses": n,
+            "criterion_scores": n_scores,
+            "images_per_response": list(args.images),
+            "prompt_tokens": args.prompt_tokens,
+            "jitter": args.jitter,
+            "bench_workers": args.workers,
+            "score_workers": args.score_workers,
+            "batch_tokens": args.batch_tokens,
+            "batch_size_responses": args.batch_size,
+            "repeats": args.repeats,
+            "threads": args.threads,
+            "seed": args.seed,
+            "model_load_seconds_in_process": load_s,
+        },
+        "results": results,
+    }
+    print_table(result)
+    path = bs.write_result(args.out, "bench_e2e", device, result)
+    print(f"wrote {path}")
+    return 0
+
+
+def print_table(result: dict) -> None:
+    c = result["config"]
+    print(
+        f"\n{result['device']['name']} ({result['device']['type']}), {c['shape']} {c['dtype']}: {c['responses']} "
+        f"responses, {c['criterion_scores']} criterion scores; medians of {c['repeats']}"
+    )
+    print(
+        "| run | seconds | responses/s | / bench (c) | steady responses/s | steady / bench (c) | max diff |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    for run, r in result["results"].items():
+        print(
+            f"| {run} | {r['seconds']:.2f} | {bs._fmt(r.get('responses_per_s'), '.2f')} | "
+            f"{bs._fmt(r.get('over_bench'), '.2f')} | {bs._fmt(r.get('steady_responses_per_s'), '.2f')} | "
+            f"{bs._fmt(r.get('steady_over_bench'), '.2f')} | {bs._fmt(r.get('max_abs_diff_vs_bench'), '.1e')} |"
+        )
+
+
+if __name__ == "__main__":
+    sys.exit(main())
