@@ -131,9 +131,18 @@ def main(argv: list[str] | None = None) -> int:
     dtype_name = str(dtype).replace("torch.", "")
     shape = bs.SHAPES[args.shape]
     rubric = load_rubric("mmie")
-    processor = bs.build_processor(shape, 1, rubric)
     per_response = max(len(f.criterion_ids) for f in rubric.families.values())
     work = Path(tempfile.mkdtemp(prefix="bench-e2e-"))
+    model_dir = Path(args.model_dir) if args.model_dir else work / "judge"
+    saved = (model_dir / "config.json").is_file()
+    if (
+        saved
+    ):  # a judge saved before (by bench_train.py --save-only, say): the workload is encoded as it encodes
+        from judge.models.loading import load_processor
+
+        processor = load_processor(str(model_dir))
+    else:
+        processor = bs.build_processor(shape, 1, rubric)
     try:
         data = work / "data"
         data.mkdir()
@@ -153,8 +162,7 @@ def main(argv: list[str] | None = None) -> int:
         # Workers before the model (nothing forked from a process holding a GPU context), started untimed.
         encoder = bs.Encoder(processor, requests, args.workers, bs.auto_chunk(len(requests), args.workers))
         workers_start_s = encoder.start()
-        model_dir = Path(args.model_dir) if args.model_dir else work / "judge"
-        if not (model_dir / "config.json").is_file():
+        if not saved:
             t0 = time.perf_counter()
             br.save_judge(model_dir, shape, processor, device, dtype, args.seed)
             print(f"saved the random {shape.name} judge ({dtype_name}) in {time.perf_counter() - t0:.1f} s")

@@ -12,11 +12,16 @@
 #                                                  mode's equality and throughput), bench_score (b, c) at 256
 #                                                  responses with persistent workers and a profile of (c),
 #                                                  LoRA and QLoRA with checkpointing, with and without liger
+#   bash scripts/device/gpu_figures.sh issue23_e2e OUT  the rest of part B (about 9 minutes): judge-score end to
+#                                                  end against bench_score's (c) on 256 responses
+#                                                  (scripts/bench_e2e.py, judge-score with and without
+#                                                  --workers), then scripts/load_test.py: judge-serve
+#                                                  against judge-score on the same items
 # OUT receives one archive, gpu_<phase>.tgz, of the JSON results and every step's log (the device tool
 # returns few files). A machine without network needs the wheels of benchmarks/README.md in .whl/ (or the
 # folder JUDGE_WHEELS names), installed by this script into /tmp/site. Each step is timed and bounded.
 set -uo pipefail
-phase=${1:?bench or e2e}
+phase=${1:?bench, e2e, issue23 or issue23_e2e}
 dest=${2:?an output folder}
 out=/tmp/gpu_$phase
 mkdir -p "$out/results" "$dest"
@@ -29,8 +34,9 @@ if compgen -G "$wheels/*.whl" >/dev/null; then
   export PYTHONPATH=/tmp/site:$PWD
 fi
 export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false HF_HUB_OFFLINE=1
-# SHAPE=tiny and STEPS=N (judge-train's max_steps) make a quick check of this script on a CPU.
+# SHAPE=tiny DEVICE=cpu (and STEPS=N, judge-train's max_steps) make a quick check of this script on a CPU.
 shape=${SHAPE:-4b}
+device=${DEVICE:-cuda}
 steps=${STEPS:-}
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null || echo "no GPU"
 python3 -c "import torch, transformers, peft; print('torch', torch.__version__, 'transformers', transformers.__version__, 'peft', peft.__version__)"
@@ -80,14 +86,21 @@ elif [ "$phase" = e2e ]; then
 elif [ "$phase" = issue23 ]; then
   # The tree is the carried working copy (clean when the session committed first); --allow-dirty keeps a
   # figure from being lost to an uncommitted file, and the JSON says so.
-  step repro 210 python3 scripts/bench_repro.py --shape "$shape" --device cuda --dtypes bfloat16 --compare-readout \
+  step repro 210 python3 scripts/bench_repro.py --shape "$shape" --device "$device" --dtypes bfloat16 --compare-readout \
     --responses 64 --targets 32 --allow-dirty --out "$out/results"
-  step score_profile 180 python3 scripts/bench_score.py --shape "$shape" --responses 256 --modes unshared,shared \
-    --workers 6 --profile --allow-dirty --out "$out/results"
-  step train 120 python3 scripts/bench_train.py --shape "$shape" --model-dir /tmp/m4b --configs lora-gc,qlora-gc \
-    --steps 8 --allow-dirty --out "$out/results"
-  step train_liger 90 python3 scripts/bench_train.py --shape "$shape" --model-dir /tmp/m4b --configs lora-gc,qlora-gc \
-    --steps 8 --liger --allow-dirty --out "$out/results"
+  step score_profile 180 python3 scripts/bench_score.py --shape "$shape" --device "$device" --responses 256 \
+    --modes unshared,shared --workers 6 --profile --allow-dirty --out "$out/results"
+  step train 120 python3 scripts/bench_train.py --shape "$shape" --device "$device" --model-dir /tmp/m4b \
+    --configs lora-gc,qlora-gc --steps 8 --allow-dirty --out "$out/results"
+  [ "$device" = cpu ] || step train_liger 90 python3 scripts/bench_train.py --shape "$shape" --model-dir /tmp/m4b \
+    --configs lora-gc,qlora-gc --steps 8 --liger --allow-dirty --out "$out/results"
+elif [ "$phase" = issue23_e2e ]; then
+  # The same random judge folder for both steps, saved once (bf16 on a GPU).
+  step save_model 60 python3 scripts/bench_train.py --shape "$shape" --device "$device" --save-only --model-dir /tmp/m4b
+  step score_e2e 330 python3 scripts/bench_e2e.py --shape "$shape" --device "$device" --model-dir /tmp/m4b \
+    --responses "${RESPONSES:-256}" --workers 6 --score-workers 0,6 --allow-dirty --out "$out/results"
+  step load_test 200 python3 scripts/load_test.py --judge /tmp/m4b --rubric mmie --device "$device" \
+    --dtype "${LOAD_DTYPE:-bfloat16}" --threads 4 --requests "${REQUESTS:-200}" --out "$out/results/load_test_$device.json"
 else
-  echo "unknown phase $phase (bench, e2e or issue23)"; exit 2
+  echo "unknown phase $phase (bench, e2e, issue23 or issue23_e2e)"; exit 2
 fi
