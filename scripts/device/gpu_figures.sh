@@ -34,7 +34,8 @@ if compgen -G "$wheels/*.whl" >/dev/null; then
   export PYTHONPATH=/tmp/site:$PWD
 fi
 export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false HF_HUB_OFFLINE=1
-# SHAPE=tiny DEVICE=cpu (and STEPS=N, judge-train's max_steps) make a quick check of this script on a CPU.
+# SHAPE=tiny DEVICE=cpu RESPONSES=16 (and STEPS=N, judge-train's max_steps) make a quick check of this script
+# on a CPU: SHAPE=tiny DEVICE=cpu RESPONSES=16 REQUESTS=20 LOAD_DTYPE=float32 bash scripts/device/gpu_figures.sh issue23 /tmp/x
 shape=${SHAPE:-4b}
 device=${DEVICE:-cuda}
 steps=${STEPS:-}
@@ -87,8 +88,8 @@ elif [ "$phase" = issue23 ]; then
   # The tree is the carried working copy (clean when the session committed first); --allow-dirty keeps a
   # figure from being lost to an uncommitted file, and the JSON says so.
   step repro 210 python3 scripts/bench_repro.py --shape "$shape" --device "$device" --dtypes bfloat16 --compare-readout \
-    --responses 64 --targets 32 --allow-dirty --out "$out/results"
-  step score_profile 180 python3 scripts/bench_score.py --shape "$shape" --device "$device" --responses 256 \
+    --responses "${RESPONSES:-64}" --targets "$(( ${RESPONSES:-64} / 2 ))" --allow-dirty --out "$out/results"
+  step score_profile 180 python3 scripts/bench_score.py --shape "$shape" --device "$device" --responses "${RESPONSES:-256}" \
     --modes unshared,shared --workers 6 --profile --allow-dirty --out "$out/results"
   step train 120 python3 scripts/bench_train.py --shape "$shape" --device "$device" --model-dir /tmp/m4b \
     --configs lora-gc,qlora-gc --steps 8 --allow-dirty --out "$out/results"
