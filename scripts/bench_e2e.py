@@ -18,7 +18,8 @@ Reported (medians): responses/s of each, and for ``judge-score`` also its steady
 is paid. Both are compared with ``bench (c)``'s rate (the issue-23 goal: >= 90%). The scores of
 ``judge-score`` and ``bench (c)`` are compared item by item too (the same weights; the batches differ, so
 in bf16 they differ in their last bits). A table is printed and the JSON goes to
-``benchmarks/results/bench_e2e_<device>_<time>.json``.
+``benchmarks/results/bench_e2e_<device>_<time>.json``, rewritten after every repeat (``repeats_done``), so a
+run cut short by a time limit keeps the repeats it finished.
 
     python scripts/bench_e2e.py --shape tiny --responses 128 --prompt-tokens 600 --threads 1   # CPU check
     python scripts/bench_e2e.py --shape 4b --device cuda --responses 256 --workers 6 --score-workers 0,6
@@ -77,6 +78,33 @@ def judge_scores(out: Path) -> dict[tuple[str, str], float | None]:
     return {(r["id"], r["criterion"]): r["score"] for r in rows if r["metric"] == "judge"}
 
 
+def summarise(times: dict[str, list[float]], n: int, bench_scores: dict, cli_scores: dict[str, dict]) -> dict:
+    """Per run: median seconds, responses/s and its ratio to bench (c); for judge-score also the steady rate
+    and how far its scores are from the bench's."""
+    med = {r: statistics.median(t) for r, t in times.items()}
+    bench_rate = n / med[BENCH]
+    results = {}
+    for run in times:
+        row = {"seconds": med[run], "seconds_all": times[run]}
+        if run == FIXED:
+            row["responses"] = 1
+        else:
+            row["responses"] = n
+            row["responses_per_s"] = n / med[run]
+            row["over_bench"] = row["responses_per_s"] / bench_rate
+        if run not in (BENCH, FIXED):
+            steady = med[run] - med[FIXED]
+            row["steady_responses_per_s"] = (n - 1) / steady if steady > 0 else None
+            row["steady_over_bench"] = row["steady_responses_per_s"] / bench_rate if steady > 0 else None
+            got = cli_scores[run]
+            diffs = [abs(got[k] - v) for k, v in bench_scores.items() if got.get(k) is not None]
+            row["scores_compared"] = len(diffs)
+            row["scores_missing"] = len(bench_scores) - len(diffs)
+            row["max_abs_diff_vs_bench"] = max(diffs) if diffs else None
+        results[run] = row
+    return results
+
+
 def main(argv: list[str] | None = None) -> int:
     from judge.models import BATCH_TOKENS
 
@@ -124,6 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     import judge
+    from judge.core.atomic import write_json
     from judge.core.rubric import load_rubric
 
     device = bs.resolve_device(args.device)
@@ -135,9 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="bench-e2e-"))
     model_dir = Path(args.model_dir) if args.model_dir else work / "judge"
     saved = (model_dir / "config.json").is_file()
-    if (
-        saved
-    ):  # a judge saved before (by bench_train.py --save-only, say): the workload is encoded as it encodes
+    if saved:  # a judge saved before (by bench_train.py --save-only, say): encode as its processor does
         from judge.models.loading import load_processor
 
         processor = load_processor(str(model_dir))
@@ -183,6 +210,38 @@ def main(argv: list[str] | None = None) -> int:
         common = ["--judge", str(model_dir), "--rubric", "mmie", "--device", device, "--dtype", dtype_name,
                   "--batch-tokens", str(args.batch_tokens), "--batch-size", str(args.batch_size),
                   "--overwrite", "--no-progress"]  # fmt: skip
+        peak, gpu = bs.peak_tflops(device, None)
+        result = {
+            "benchmark": "judge-score end to end (a process of its own, files in and out) against "
+            "bench_score.py's mode (c) on the same workload",
+            "command": "python scripts/bench_e2e.py" + ("" if not argv else " " + shlex.join(argv)),
+            "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "device": bs.machine_facts(device, peak, gpu),
+            "versions": bs.versions(),
+            **source,
+            "protocol": bs.protocol(args.responses, args.repeats),
+            "config": {
+                "shape": shape.name,
+                "dtype": dtype_name,
+                "responses": len(requests),
+                "criterion_scores": n_scores,
+                "images_per_response": list(args.images),
+                "prompt_tokens": args.prompt_tokens,
+                "jitter": args.jitter,
+                "bench_workers": args.workers,
+                "score_workers": args.score_workers,
+                "batch_tokens": args.batch_tokens,
+                "batch_size_responses": args.batch_size,
+                "repeats": args.repeats,
+                "threads": args.threads,
+                "seed": args.seed,
+                "model_load_seconds_in_process": load_s,
+            },
+        }
+        # One file, rewritten after every repeat: a run cut short (a device call's time limit) keeps its repeats.
+        tag = bs.device_tag(device, result["device"].get("name"))
+        path = Path(args.out) / f"bench_e2e_{tag}_{time.strftime('%Y%m%d-%H%M%S')}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
         runs = [BENCH, *(f"judge-score, workers {w}" for w in args.score_workers), FIXED]
         times: dict[str, list[float]] = {r: [] for r in runs}
         bench_scores: dict = {}
@@ -222,63 +281,13 @@ def main(argv: list[str] | None = None) -> int:
                     if run != FIXED:
                         cli_scores[run] = judge_scores(dest)
                 print(f"  run {rep + 1}: {run}: {times[run][-1]:.2f} s", file=sys.stderr, flush=True)
+            result["repeats_done"] = rep + 1
+            result["results"] = summarise(times, len(requests), bench_scores, cli_scores)
+            write_json(path, result)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
-    n = len(requests)
-    med = {r: statistics.median(t) for r, t in times.items()}
-    bench_rate = n / med[BENCH]
-    results = {}
-    for run in runs:
-        row = {"seconds": med[run], "seconds_all": times[run]}
-        if run == FIXED:
-            row["responses"] = 1
-        else:
-            row["responses"] = n
-            row["responses_per_s"] = n / med[run]
-            row["over_bench"] = row["responses_per_s"] / bench_rate
-        if run not in (BENCH, FIXED):
-            steady = med[run] - med[FIXED]
-            row["steady_responses_per_s"] = (n - 1) / steady if steady > 0 else None
-            row["steady_over_bench"] = row["steady_responses_per_s"] / bench_rate if steady > 0 else None
-            got = cli_scores[run]
-            diffs = [abs(got[k] - v) for k, v in bench_scores.items() if got.get(k) is not None]
-            row["scores_compared"] = len(diffs)
-            row["scores_missing"] = len(bench_scores) - len(diffs)
-            row["max_abs_diff_vs_bench"] = max(diffs) if diffs else None
-        results[run] = row
-
-    peak, gpu = bs.peak_tflops(device, None)
-    result = {
-        "benchmark": "judge-score end to end (a process of its own, files in and out) against bench_score.py's "
-        "mode (c) on the same workload",
-        "command": "python scripts/bench_e2e.py" + ("" if not argv else " " + shlex.join(argv)),
-        "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "device": bs.machine_facts(device, peak, gpu),
-        "versions": bs.versions(),
-        **source,
-        "protocol": bs.protocol(args.responses, args.repeats),
-        "config": {
-            "shape": shape.name,
-            "dtype": dtype_name,
-            "responses": n,
-            "criterion_scores": n_scores,
-            "images_per_response": list(args.images),
-            "prompt_tokens": args.prompt_tokens,
-            "jitter": args.jitter,
-            "bench_workers": args.workers,
-            "score_workers": args.score_workers,
-            "batch_tokens": args.batch_tokens,
-            "batch_size_responses": args.batch_size,
-            "repeats": args.repeats,
-            "threads": args.threads,
-            "seed": args.seed,
-            "model_load_seconds_in_process": load_s,
-        },
-        "results": results,
-    }
     print_table(result)
-    path = bs.write_result(args.out, "bench_e2e", device, result)
     print(f"wrote {path}")
     return 0
 
@@ -287,7 +296,7 @@ def print_table(result: dict) -> None:
     c = result["config"]
     print(
         f"\n{result['device']['name']} ({result['device']['type']}), {c['shape']} {c['dtype']}: {c['responses']} "
-        f"responses, {c['criterion_scores']} criterion scores; medians of {c['repeats']}"
+        f"responses, {c['criterion_scores']} criterion scores; medians of {result['repeats_done']}"
     )
     print(
         "| run | seconds | responses/s | / bench (c) | steady responses/s | steady / bench (c) | max diff |"

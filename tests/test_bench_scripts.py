@@ -403,6 +403,8 @@ def test_bench_e2e_times_judge_score_beside_bench_c_on_the_same_items(tmp_path):
     (path,) = tmp_path.glob("bench_e2e_cpu_*.json")
     d = json.loads(path.read_text())
     assert d["command"] == "python scripts/bench_e2e.py " + " ".join(argv)
+    # The file is rewritten after every repeat: a run cut short keeps its repeats.
+    assert d["repeats_done"] == 1
     res = d["results"]
     assert set(res) == {
         "bench (c)",

@@ -302,7 +302,8 @@ class JudgeEngine:
 
     ``workers``: processes that encode the next items while the model scores (:mod:`judge.scoring.workers`;
     0: encode in this process). The same chunks are scored either way, so the scores are equal bit for
-    bit. Not used with ``rationale`` (its generation keeps the images).
+    bit. They start for each call of :meth:`iter_batches` (``judge-score`` makes one), in about a second,
+    so they pay off on long runs. Not used with ``rationale`` (its generation keeps the images).
     """
 
     def __init__(

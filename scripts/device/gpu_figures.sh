@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU figures of benchmarks/README.md, on one GPU machine, in two calls of under 10 minutes each:
+# The GPU figures of benchmarks/README.md, on one GPU machine, each phase one call of under 10 minutes:
 #   bash scripts/device/gpu_figures.sh bench OUT   scoring (a, b, c; inline and with encoding workers) and
 #                                                  training (LoRA, QLoRA, each with and without checkpointing)
 #   bash scripts/device/gpu_figures.sh e2e OUT     the real recipe end to end at 4B size: a random 4B-class
@@ -12,16 +12,16 @@
 #                                                  mode's equality and throughput), bench_score (b, c) at 256
 #                                                  responses with persistent workers and a profile of (c),
 #                                                  LoRA and QLoRA with checkpointing, with and without liger
-#   bash scripts/device/gpu_figures.sh issue23_e2e OUT  the rest of part B (about 9 minutes): judge-score end to
-#                                                  end against bench_score's (c) on 256 responses
-#                                                  (scripts/bench_e2e.py, judge-score with and without
-#                                                  --workers), then scripts/load_test.py: judge-serve
-#                                                  against judge-score on the same items
+#   bash scripts/device/gpu_figures.sh issue23_e2e OUT  part B item 4 (at most 10 minutes): judge-score end to end
+#                                                  against bench_score's (c) on 256 responses, with and
+#                                                  without --workers (scripts/bench_e2e.py)
+#   bash scripts/device/gpu_figures.sh issue23_serve OUT  part B item 5 (about 5 minutes): scripts/load_test.py,
+#                                                  judge-serve against judge-score on the same items
 # OUT receives one archive, gpu_<phase>.tgz, of the JSON results and every step's log (the device tool
 # returns few files). A machine without network needs the wheels of benchmarks/README.md in .whl/ (or the
 # folder JUDGE_WHEELS names), installed by this script into /tmp/site. Each step is timed and bounded.
 set -uo pipefail
-phase=${1:?bench, e2e, issue23 or issue23_e2e}
+phase=${1:?bench, e2e, issue23, issue23_e2e or issue23_serve}
 dest=${2:?an output folder}
 out=/tmp/gpu_$phase
 mkdir -p "$out/results" "$dest"
@@ -63,7 +63,8 @@ if [ "$phase" = bench ]; then
     --steps 6 --loss-on all --out "$out/results"
 elif [ "$phase" = e2e ]; then
   rm -rf /tmp/e2e /tmp/m4b
-  step save_model 60 python3 scripts/bench_train.py --shape "$shape" --save-only --model-dir /tmp/m4b
+  step save_model 60 python3 scripts/bench_train.py --shape "$shape" --save-only --model-dir /tmp/m4b \
+    --allow-dirty
   common=(--set model.path=/tmp/m4b --set "eval.steps=${EVAL_STEPS:-100}")
   step train_lora 200 python3 -m judge.cli.train --config rubric6 "${common[@]}" --set "train.max_steps=${steps:-200}" \
     --set output_dir=/tmp/e2e/lora
@@ -95,13 +96,17 @@ elif [ "$phase" = issue23 ]; then
     --configs lora-gc,qlora-gc --steps 8 --allow-dirty --out "$out/results"
   [ "$device" = cpu ] || step train_liger 90 python3 scripts/bench_train.py --shape "$shape" --model-dir /tmp/m4b \
     --configs lora-gc,qlora-gc --steps 8 --liger --allow-dirty --out "$out/results"
-elif [ "$phase" = issue23_e2e ]; then
-  # The same random judge folder for both steps, saved once (bf16 on a GPU).
-  step save_model 60 python3 scripts/bench_train.py --shape "$shape" --device "$device" --save-only --model-dir /tmp/m4b
-  step score_e2e 330 python3 scripts/bench_e2e.py --shape "$shape" --device "$device" --model-dir /tmp/m4b \
-    --responses "${RESPONSES:-256}" --workers 6 --score-workers 0,6 --allow-dirty --out "$out/results"
-  step load_test 200 python3 scripts/load_test.py --judge /tmp/m4b --rubric mmie --device "$device" \
-    --dtype "${LOAD_DTYPE:-bfloat16}" --threads 4 --requests "${REQUESTS:-200}" --out "$out/results/load_test_$device.json"
+elif [ "$phase" = issue23_e2e ] || [ "$phase" = issue23_serve ]; then
+  # One random judge folder for both phases, saved once (bf16 on a GPU; kept while the machine stays warm).
+  step save_model 60 python3 scripts/bench_train.py --shape "$shape" --device "$device" --save-only --model-dir /tmp/m4b \
+    --allow-dirty
+  if [ "$phase" = issue23_e2e ]; then
+    step score_e2e 520 python3 scripts/bench_e2e.py --shape "$shape" --device "$device" --model-dir /tmp/m4b \
+      --responses "${RESPONSES:-256}" --workers 6 --score-workers 0,6 --allow-dirty --out "$out/results"
+  else
+    step load_test 300 python3 scripts/load_test.py --judge /tmp/m4b --rubric mmie --device "$device" \
+      --dtype "${LOAD_DTYPE:-bfloat16}" --threads 4 --requests "${REQUESTS:-200}" --out "$out/results/load_test_$device.json"
+  fi
 else
-  echo "unknown phase $phase (bench, e2e, issue23 or issue23_e2e)"; exit 2
+  echo "unknown phase $phase (bench, e2e, issue23, issue23_e2e or issue23_serve)"; exit 2
 fi
