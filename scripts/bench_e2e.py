@@ -28,11 +28,9 @@ run cut short by a time limit keeps the repeats it finished.
 from __future__ import annotations
 
 import argparse
-import json
 import shlex
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -42,9 +40,8 @@ SCRIPTS = Path(__file__).resolve().parent
 if str(SCRIPTS) not in sys.path:
     sys.path.insert(0, str(SCRIPTS))
 
-import bench_repro as br  # noqa: E402  (the workload written as files, the saved judge)
+import bench_repro as br  # noqa: E402  (the workload as files, the saved judge, judge-score in a child process)
 import bench_score as bs  # noqa: E402  (shapes, workload, encoding workers, mode (c), the protocol)
-import load_test as lt  # noqa: E402  (the environment of a child process)
 
 REPO = bs.REPO
 BENCH = "bench (c)"
@@ -59,23 +56,6 @@ def parse_workers(text: str) -> list[int]:
     if not out or min(out) < 0:
         raise argparse.ArgumentTypeError(f"expected one or more counts >= 0, got {text!r}")
     return out
-
-
-def judge_score(cmd_args: list[str], threads: int | None, log: Path) -> float:
-    """Run ``judge-score`` in a process of its own; its wall-clock seconds, start to exit."""
-    cmd = [sys.executable, "-m", "judge.cli.score", *cmd_args]
-    t0 = time.perf_counter()
-    with log.open("w") as f:
-        res = subprocess.run(cmd, cwd=REPO, env=lt.thread_env(threads), stdout=f, stderr=subprocess.STDOUT)
-    seconds = time.perf_counter() - t0
-    if res.returncode != 0:
-        raise RuntimeError(f"judge-score failed ({res.returncode}); its output:\n{log.read_text()[-3000:]}")
-    return seconds
-
-
-def judge_scores(out: Path) -> dict[tuple[str, str], float | None]:
-    rows = [json.loads(x) for x in (out / "scores.jsonl").read_text().splitlines()]
-    return {(r["id"], r["criterion"]): r["score"] for r in rows if r["metric"] == "judge"}
 
 
 def summarise(times: dict[str, list[float]], n: int, bench_scores: dict, cli_scores: dict[str, dict]) -> dict:
@@ -173,17 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         data = work / "data"
         data.mkdir()
-        items = bs.build_workload(
-            processor,
-            rubric,
-            responses=args.responses,
-            images=args.images,
-            prompt_tokens=args.prompt_tokens,
-            families=[f.strip() for f in args.families.split(",") if f.strip()],
-            jitter=args.jitter,
-            seed=args.seed,
-        )
-        br.write_items(data, items)
+        items, _ = br.write_workload(data, processor, rubric, args)
         requests = [bs.request_for(it, rubric) for it in items]
         n_scores = sum(len(r.criteria) for r in requests)
         # Workers before the model (nothing forked from a process holding a GPU context), started untimed.
@@ -264,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
                     dest = work / f"score-{w}{'-limit' if run == FIXED else ''}"
                     extra = ["--limit", "1"] if run == FIXED else []
                     times[run].append(
-                        judge_score(
+                        br.run_judge_score(
                             [
                                 str(data / "items.jsonl"),
                                 *common,
@@ -279,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
                         )
                     )
                     if run != FIXED:
-                        cli_scores[run] = judge_scores(dest)
+                        cli_scores[run] = br.judge_scores(dest)
                 print(f"  run {rep + 1}: {run}: {times[run][-1]:.2f} s", file=sys.stderr, flush=True)
             result["repeats_done"] = rep + 1
             result["results"] = summarise(times, len(requests), bench_scores, cli_scores)

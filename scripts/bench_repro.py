@@ -78,8 +78,9 @@ COMPARISONS = [
 
 
 # ----------------------------------------------------------------------------- workload and judge
-def write_workload(folder: Path, processor, rubric, args) -> list[dict]:
-    """The workload as prediction items (their images saved beside), in ``folder/items.jsonl``."""
+def write_workload(folder: Path, processor, rubric, args) -> tuple[list, list[dict]]:
+    """The workload (``bench_score`` items, images in memory) and the same as prediction items, written with
+    their images to ``folder/items.jsonl``."""
     items = bs.build_workload(
         processor,
         rubric,
@@ -90,7 +91,7 @@ def write_workload(folder: Path, processor, rubric, args) -> list[dict]:
         jitter=args.jitter,
         seed=args.seed,
     )
-    return write_items(folder, items)
+    return items, write_items(folder, items)
 
 
 def write_items(folder: Path, items: list) -> list[dict]:
@@ -160,20 +161,34 @@ def api_paths(model_dir: Path, data: Path, items: list[dict], targets: list[dict
     return out
 
 
+def run_judge_score(cmd_args: list[str], threads: int | None, log: Path) -> float:
+    """``judge-score`` in a process of its own, its output in ``log``; its wall-clock seconds, start to exit."""
+    cmd = [sys.executable, "-m", "judge.cli.score", *cmd_args]
+    t0 = time.perf_counter()
+    with log.open("w") as f:
+        res = subprocess.run(cmd, cwd=REPO, env=lt.thread_env(threads), stdout=f, stderr=subprocess.STDOUT)
+    seconds = time.perf_counter() - t0
+    if res.returncode != 0:
+        raise RuntimeError(f"judge-score failed ({res.returncode}); its output:\n{log.read_text()[-3000:]}")
+    return seconds
+
+
+def judge_scores(out: Path) -> dict[tuple[str, str], float | None]:
+    """The judge's scores in ``out/scores.jsonl``, by (id, criterion)."""
+    rows = [json.loads(x) for x in (out / "scores.jsonl").read_text().splitlines()]
+    return {(r["id"], r["criterion"]): r["score"] for r in rows if r["metric"] == "judge"}
+
+
 def cli_path(model_dir: Path, data: Path, dtype: str, device: str, reproducible: bool, threads: int | None,
              work: Path) -> dict:  # fmt: skip
     """``judge-score`` on the whole workload, in a process of its own."""
     out = work / f"score-{dtype}-{'repro' if reproducible else 'default'}"
-    cmd = [sys.executable, "-m", "judge.cli.score", str(data / "items.jsonl"), "--judge", str(model_dir),
-           "--rubric", "mmie", "--dtype", dtype, "--device", device, "--out", str(out), "--overwrite",
-           "--no-progress"]  # fmt: skip
+    args = [str(data / "items.jsonl"), "--judge", str(model_dir), "--rubric", "mmie", "--dtype", dtype,
+            "--device", device, "--out", str(out), "--overwrite", "--no-progress"]  # fmt: skip
     if reproducible:
-        cmd.append("--reproducible")
-    res = subprocess.run(cmd, cwd=REPO, env=lt.thread_env(threads), capture_output=True, text=True)
-    if res.returncode != 0:
-        raise RuntimeError(f"judge-score failed ({res.returncode}):\n{res.stderr[-3000:]}")
-    rows = [json.loads(x) for x in (out / "scores.jsonl").read_text().splitlines()]
-    return {(r["id"], r["criterion"]): r["score"] for r in rows if r["metric"] == "judge"}
+        args.append("--reproducible")
+    run_judge_score(args, threads, work / f"{out.name}.log")
+    return judge_scores(out)
 
 
 def serve_path(model_dir: Path, data: Path, items: list[dict], dtype: str, device: str, reproducible: bool,
@@ -334,7 +349,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         data = work / "data"
         data.mkdir()
-        items = write_workload(data, processor, rubric, args)
+        _, items = write_workload(data, processor, rubric, args)
         targets = items[: args.targets]
         model_dir = Path(args.model_dir) if args.model_dir else work / "judge"
         if not (model_dir / "config.json").is_file():
