@@ -35,6 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from judge.core.errors import ImageError
+from judge.core.images import image_size
 from judge.core.rubric import OVERALL
 from judge.core.schema import ImageSegment, PredictionRecord, TextSegment
 
@@ -120,9 +122,8 @@ class Context:
         from PIL import Image
 
         try:
-            with Image.open(ref) as im:
-                size = im.size
-        except Exception:  # the original is unscorable for the same reason; nothing to compare
+            size = image_size(ref)
+        except ImageError:  # the original is unscorable for the same reason; nothing to compare
             return None
         path = self.image_dir / f"blank-{size[0]}x{size[1]}.png"
         if not path.exists():

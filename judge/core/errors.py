@@ -85,6 +85,19 @@ class ImageTooLarge(ImageError):
     code = "too_large"
 
 
+class UnsupportedImage(ImageError):
+    """A file that is not one of the image formats a judge reads (a service answers it with 415)."""
+
+    code = "unsupported_image"
+
+
+class PathRefused(ImageError):
+    """An image reference that cannot be followed beneath its root: it leaves it, loops, or cannot be looked
+    up. One kind for all of these, so a refusal says nothing of what lies outside the root."""
+
+    code = "outside_root"
+
+
 class ConfigError(JudgeError, ValueError):
     """A bad configuration value: names the key, the value and what is allowed."""
 
