@@ -49,14 +49,25 @@ def running_server(
     env: dict[str, str] | None = None,
     ready_timeout: float = 120.0,
     wait_ready: bool = True,
+    open_files: int | None = None,
 ) -> Iterator[Server]:
     """Start ``judge-serve ARGS --port <free>`` and wait until ``/ready`` answers 200; stopped (SIGTERM,
-    then SIGKILL) on exit. Its stdout and stderr go to a log file (``Server.output()``)."""
+    then SIGKILL) on exit. Its stdout and stderr go to a log file (``Server.output()``). ``open_files``:
+    the server's soft and hard limit on open files."""
     port = free_port()
     log = tmp_path / f"serve-{port}.log"
     cmd = [sys.executable, "-m", "judge.cli.serve", *args, "--port", str(port)]
+
+    def limit() -> None:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_NOFILE, (open_files, open_files))
+
     with open(log, "wb") as out:
-        proc = subprocess.Popen(cmd, cwd=REPO, env=env or server_env(), stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            cmd, cwd=REPO, env=env or server_env(), stdout=out, stderr=subprocess.STDOUT,
+            preexec_fn=limit if open_files else None,
+        )  # fmt: skip
     server = Server(f"http://127.0.0.1:{port}", proc, log)
     # /ready needs the key when the server has one (only /health does not).
     headers = (

@@ -46,10 +46,50 @@ def live(tmp_path_factory, request):
 
 @pytest.fixture(scope="module")
 def api(live):
-    return schemathesis.openapi.from_url(live.url + "/openapi.json")
+    loaded = schemathesis.openapi.from_url(live.url + "/openapi.json")
+    loaded.hook(flatmap_body)  # every generated body, or a poisoned copy of it
+    return loaded
 
 
 schema = schemathesis.pytest.from_fixture("api")
+
+#: What the generated bodies are poisoned with (issue 28's round 2 found each answering 500): a lone
+#: surrogate or a NUL byte in a string, or a value nested deep.
+POISONS = ("surrogate", "nul", "nested")
+
+
+def poisoned(body, how: str, pick: int):
+    """``body`` with one of its strings (the ``pick``-th, cyclically) poisoned, or one value nested 200 deep."""
+    places: list[tuple[object, object]] = []
+
+    def walk(node):
+        items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+        for k, v in items:
+            places.append((node, k))
+            walk(v)
+
+    body = json.loads(json.dumps(body))
+    walk(body)
+    seen["poisoned bodies"][how] += 1
+    if not places:
+        return body
+    node, key = places[pick % len(places)]
+    value = node[key]  # type: ignore[index]
+    if how == "nested":
+        for _ in range(200):
+            value = [value]
+    elif isinstance(value, str):
+        value += "\ud800" if how == "surrogate" else "\x00"
+    node[key] = value  # type: ignore[index]
+    return body
+
+
+def flatmap_body(ctx, body):
+    if not isinstance(body, (dict, list)):
+        return st.just(body)
+    return st.one_of(
+        st.just(body), st.builds(poisoned, st.just(body), st.sampled_from(POISONS), st.integers(0, 10_000))
+    )
 
 
 @pytest.mark.slow
@@ -97,3 +137,56 @@ def test_any_text_item_of_a_family_is_scored(live, task, question, response, ref
     assert r.status_code == 200, r.text
     scores = r.json()["results"][0]["scores"]
     assert scores and all(s["status"] == "ok" and 0 <= s["score"] <= 6 for s in scores.values()), scores
+
+
+POISON = st.text(st.characters(codec="utf-8"), max_size=20).flatmap(
+    lambda t: st.sampled_from([t + "\ud800", "\udfff" + t, t + "\x00"])
+)
+
+
+def _raw(body) -> bytes:
+    return json.dumps(body).encode()  # ensure_ascii: lone surrogates travel as \\ud800 escapes
+
+
+@pytest.mark.slow
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+@given(
+    where=st.sampled_from(
+        ["question", "response", "reference", "image", "chat", "stop", "image_url", "reward"]
+    ),
+    text=POISON,
+)
+def test_a_poisoned_string_anywhere_is_a_4xx_or_its_querys_fallback(live, where, text):
+    """Lone surrogates and NUL bytes, wherever a string goes: never a 500. A lone surrogate is a 422 naming
+    its field (on the reward route, that query's fallback reward); a NUL byte in an image path is refused
+    as any path out of the root; NUL bytes in text are text."""
+    item = {"id": "x", "task": "SA", "question": "Q?", "response": "R.", "reference": "F."}
+    chat = {"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 1}
+    route, body = "/v1/score", {"items": [item], "criteria": ["overall"]}
+    if where in ("question", "response", "reference"):
+        item[where] = text
+    elif where == "image":
+        item["response"] = [{"type": "image", "image": text}]
+    elif where == "chat":
+        route, body = "/v1/chat/completions", {**chat, "messages": [{"role": "user", "content": text}]}
+    elif where == "stop":
+        route, body = "/v1/chat/completions", {**chat, "stop": [text]}
+    elif where == "image_url":
+        part = {"type": "image_url", "image_url": {"url": text}}
+        route, body = "/v1/chat/completions", {**chat, "messages": [{"role": "user", "content": [part]}]}
+    else:
+        prompt = "<|im_start|>user\nQ?<|im_end|>\n<|im_start|>assistant\n"
+        route, body = "/get_reward", {"query": [prompt + "A.<|im_end|>", prompt + text]}
+    r = httpx.post(
+        live.url + route, content=_raw(body), headers={"Content-Type": "application/json"}, timeout=60
+    )
+    seen[f"POST {route} (poisoned {where})"][r.status_code] += 1
+    assert r.status_code < 500, r.text
+    lone = any(0xD800 <= ord(c) <= 0xDFFF for c in text)
+    if route == "/get_reward":
+        assert r.status_code == 200 and r.json()["extra_logs"]["judge_unscorable"][0] == 0.0, r.text
+        if lone:
+            assert r.json()["extra_logs"]["judge_unscorable"][1] == 1.0
+    elif lone:
+        assert r.status_code == 422 and "surrogate" in r.json()["error"]["message"], r.text
+    assert "Traceback" not in live.output()

@@ -32,6 +32,8 @@ GROUPS = {
         "allow_unauthenticated",
         "image_root",
         "grace_s",
+        "max_connections",
+        "header_timeout_s",
         "ray",
         "replicas",
     ],

@@ -101,6 +101,16 @@ def content_images(content: list[TextSegment | ImageSegment] | None) -> list[str
     return [s.image for s in content or [] if isinstance(s, ImageSegment)]
 
 
+def record_texts(rec: BaseModel) -> list[str]:
+    """The text segments of every content field of a record, in field and reading order."""
+    return [
+        s.text
+        for name in content_fields(type(rec))
+        for s in getattr(rec, name) or []
+        if isinstance(s, TextSegment)
+    ]
+
+
 def content_text(content: list[TextSegment | ImageSegment] | None, image_marker: str = "<image>") -> str:
     """Plain-text rendering of content, images shown as ``image_marker``."""
     return "".join(s.text if isinstance(s, TextSegment) else image_marker for s in content or [])

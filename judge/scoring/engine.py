@@ -37,11 +37,12 @@ from typing import Any
 from judge.core.errors import ConfigError, ImageError, JudgeError
 from judge.core.images import DEFAULT_LIMITS, ImageLimits, open_image
 from judge.core.rubric import OVERALL, Rubric, load_rubric
-from judge.core.schema import PredictionRecord, ScoreRecord
+from judge.core.schema import PredictionRecord, ScoreRecord, record_texts
 from judge.core.template import TargetFormat, build_judge_prompt
 from judge.models import BATCH_TOKENS
 from judge.models.calibration import Calibration, calibrated_fields
 from judge.models.card import JudgeCard
+from judge.models.text_budget import text_tokens_over
 from judge.scoring.output import RunIdentity, item_key
 
 logger = logging.getLogger(__name__)
@@ -447,6 +448,16 @@ class JudgeEngine:
                 f"(families: {', '.join(sorted(self.rubric.families))})",
                 "unknown_family",
             )
+        budget = self.max_tokens - (self.max_new_tokens + 8 if self.rationale else 0)
+        over = text_tokens_over(self.processor.tokenizer, record_texts(rec), budget)
+        if over is not None:  # found from prefixes: a huge text costs no more than one that just fits
+            room = f" minus {self.max_new_tokens + 8} for the rationale" if self.rationale else ""
+            return self._unscorable(
+                item,
+                f"the item's text alone is more than {over} tokens, over the context budget of "
+                f"{self.max_tokens}{room} (--max-tokens)",
+                "too_long",
+            )
         request, refs = self._request(item, key)
         try:
             for ref in refs:
@@ -455,7 +466,6 @@ class JudgeEngine:
             self._close(item)
             return self._unscorable(item, f"image cannot be used: {e}", "image")
         request.images = item.images
-        budget = self.max_tokens - (self.max_new_tokens + 8 if self.rationale else 0)
         try:
             enc = encode_request(self.processor, request)
             if enc.max_len > budget and request.images and self._base_tiles:

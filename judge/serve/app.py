@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import asyncio
 import hmac
-import json
 import logging
 import threading
 import time
+import traceback
 from collections.abc import Sequence
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
@@ -30,9 +30,19 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from judge.serve.batcher import Batcher, Dropped, QueueFull, Stopped, Ticket, UnitResult
+from judge.serve.body import (
+    NOT_JSON,
+    BodyError,
+    StructureCount,
+    find_lone_surrogate,
+    lone_surrogate_message,
+    may_hold_surrogates,
+    parse_json,
+    structure_budget,
+)
 from judge.serve.metrics import CONTENT_TYPE
 from judge.serve.openapi import ScoreRequest, components, request_body
-from judge.serve.reward import RewardRequest
+from judge.serve.reward import PER_QUERY, RewardRequest
 from judge.serve.reward import answer as reward_answer
 from judge.serve.reward import prepare as prepare_rewards
 from judge.serve.service import JudgeService, RequestError, RequestImages, result_of
@@ -44,7 +54,8 @@ PUBLIC_ROUTES = {"/health"}
 #: OpenRLHF's remote reward model path, and the same under /v1/.
 REWARD_ROUTES = ("/get_reward", "/v1/reward")
 TIMEOUT_HEADER = "x-request-timeout"
-NOT_JSON = "the request body is not JSON (send a JSON object with Content-Type: application/json)"
+#: What the request counter records for a client that hung up before it was answered (nginx's code).
+CLIENT_CLOSED = 499
 
 
 #: ``error.type`` and the default ``error.code`` of each status.
@@ -54,6 +65,7 @@ _KINDS = {
     404: ("not_found_error", "not_found"),
     405: ("invalid_request_error", "method_not_allowed"),
     413: ("invalid_request_error", "request_too_large"),
+    415: ("invalid_request_error", "unsupported_media_type"),
     422: ("invalid_request_error", "invalid_request"),
     429: ("rate_limit_error", "rate_limit_exceeded"),
     503: ("server_error", "service_unavailable"),
@@ -186,7 +198,7 @@ def create_app(service: JudgeService, *, load: bool = True) -> FastAPI:
             images.cleanup()
         if isinstance(answered, Response):
             return answered
-        results = [result_of(rec, res.records) for (rec, _), res in zip(units, answered, strict=True)]
+        results = [result_of(rec, res.records, images) for (rec, _), res in zip(units, answered, strict=True)]
         metrics.items.inc(len(results))
         return {
             "results": results,
@@ -200,7 +212,7 @@ def create_app(service: JudgeService, *, load: bool = True) -> FastAPI:
 
     async def reward(request: Request):
         """OpenRLHF's remote reward model protocol (see :mod:`judge.serve.reward`)."""
-        body = await _body(request, RewardRequest)
+        body = await _body(request, RewardRequest, per_query=PER_QUERY)
         if isinstance(body, Response):
             return body
         _batcher(service)
@@ -217,7 +229,7 @@ def create_app(service: JudgeService, *, load: bool = True) -> FastAPI:
         results = iter(answered)
         settled = [u if isinstance(u, str) else next(results).records[0] for u in units]
         metrics.items.inc(len(todo))
-        return reward_answer(service, body, criterion, settled)
+        return reward_answer(service, body, criterion, settled, files)
 
     for path in REWARD_ROUTES:
         app.add_api_route(path, reward, methods=["POST"], openapi_extra=request_body(path))
@@ -257,6 +269,7 @@ class Guard:
         self.service = service
         self.api_key = service.cfg.key()
         self.max_body = int(service.cfg.max_body_mb * 1024 * 1024)
+        self.max_values = structure_budget(service.cfg.max_items)
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] != "http":
@@ -280,17 +293,24 @@ class Guard:
             if refusal is not None:
                 await refusal(scope, receive, sending)
                 return
-            # The whole body is read here, counted as it arrives: a chunked body over the limit is a 413
-            # before any route parses it (a route's parser would turn the interruption into its own 400).
+            # The whole body is read here, counted as it arrives: a chunked body over the limit, or one
+            # holding more JSON values than the most items a request may carry can need, is a 413 before
+            # any route parses it (a route's parser would turn the interruption into its own 400).
             chunks, received, more = [], 0, True
+            values = StructureCount(self.max_values)
             while more:
                 message = await receive()
                 if message["type"] != "http.request":  # the client went away mid-body: nobody to answer
+                    state["status"] = CLIENT_CLOSED
                     return
                 chunks.append(message.get("body", b""))
                 received += len(chunks[-1])
                 if received > self.max_body:
                     await error(413, too_large)(scope, receive, sending)
+                    return
+                if not values.add(chunks[-1]):
+                    message = values.refusal(self.service.cfg.max_items)
+                    await error(413, message, code="too_many_values")(scope, receive, sending)
                     return
                 more = message.get("more_body", False)
             body: bytes | None = b"".join(chunks)
@@ -304,8 +324,11 @@ class Guard:
                 return await receive()
 
             await self.app(scope, replay, sending)
-        except Exception:
-            logger.exception(f"{scope.get('method')} {route} failed")
+        except Exception as e:
+            # The type and the traceback in the log line itself: the commands' console shows messages only.
+            logger.error(
+                f"{scope.get('method')} {route} failed: {type(e).__name__}: {e}\n{traceback.format_exc()}"
+            )
             if not state["started"]:
                 await error(500, "internal error; the server logged it and keeps serving")(
                     scope, receive, sending
@@ -357,25 +380,35 @@ def invalid_body(errors: Sequence[Any]) -> JSONResponse:
     return error(422, "; ".join(problems) or "invalid request body", param=next(filter(None, params), None))
 
 
-async def _body(request: Request, model: type[B]) -> B | Response:
-    """The request's body validated by ``model``, or the error to answer (400, 422 naming the field)."""
-    raw = await _json_body(request)
+async def _body(request: Request, model: type[B], per_query: Sequence[str] = ()) -> B | Response:
+    """The request's body validated by ``model``, or the error to answer (400, 422 naming the field).
+    ``per_query``: top-level fields whose entries the route checks one by one (see :func:`_json_body`)."""
+    raw = await _json_body(request, per_query)
     if isinstance(raw, Response):
         return raw
     try:
-        return model.model_validate(raw)
+        return await run_in_threadpool(model.model_validate, raw)
     except ValidationError as e:
         return invalid_body(e.errors())
 
 
-async def _json_body(request: Request) -> dict[str, Any] | Response:
-    """The request's JSON object, or the error to answer: 400 if it is not JSON, 422 if not an object."""
+async def _json_body(request: Request, per_query: Sequence[str] = ()) -> dict[str, Any] | Response:
+    """The request's JSON object, or the error to answer: 400 if it is not JSON or nested past what can be
+    parsed, 422 if not an object or if a string in it holds a lone surrogate (naming the field), except in
+    the fields of ``per_query``, which the route checks entry by entry. Parsed in a worker thread: a large
+    body does not hold up the event loop, and so the other clients."""
+    raw = await request.body()
     try:
-        body = json.loads(await request.body())
-    except ValueError:  # UnicodeDecodeError included
-        return error(400, NOT_JSON)
+        body = await run_in_threadpool(parse_json, raw)
+    except BodyError as e:
+        return error(e.status, str(e), param=e.param, code=e.code)
     if not isinstance(body, dict):
         return error(422, f"the request body must be a JSON object (got {type(body).__name__})")
+    if may_hold_surrogates(raw):
+        checked = {k: v for k, v in body.items() if k not in per_query}
+        bad = await run_in_threadpool(find_lone_surrogate, checked)
+        if bad is not None:
+            return error(422, lone_surrogate_message(bad), param=bad, code="invalid_text")
     return body
 
 
@@ -428,7 +461,7 @@ async def _wait(gathered: asyncio.Future, ticket: Ticket, request: Request, batc
         if await request.is_disconnected():
             _abandon(gathered)
             batcher.withdraw(ticket)
-            return Response(status_code=499)
+            return Response(status_code=CLIENT_CLOSED)
     try:
         return gathered.result()
     except Dropped as e:

@@ -53,12 +53,14 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from judge.core.errors import ConfigError, ImageError, ImageTooLarge, JudgeError
-from judge.core.images import ImageLimits, open_image, resolve_image
+from judge.core.errors import ConfigError, ImageError, ImageTooLarge, JudgeError, UnsupportedImage
+from judge.core.image_headers import sniff_format
+from judge.core.images import ImageLimits, open_image, read_image_bytes, resolve_image
 from judge.core.io import parse_records
 from judge.core.rubric import Rubric, load_rubric
 from judge.core.schema import AnnotationRecord, PredictionRecord, ScoreRecord
 from judge.core.template import TargetFormat, build_judge_prompt
+from judge.models.text_budget import text_tokens_over
 from judge.scoring.inputs import annotation_as_prediction
 from judge.serve.service import JudgeService, RequestError, RequestImages
 
@@ -156,6 +158,8 @@ def complete(
             answer = _score(service, req, match)  # the engine opens the images itself, as /v1/score does
         else:
             answer = _generate(service, req, opened)
+    except RequestError as e:  # in the client's terms: no path of the server's disk in an answer
+        raise RequestError(images.scrub(str(e)) or "", e.status, param=e.param, code=e.code) from None
     finally:
         for im in opened:
             im.close()
@@ -204,11 +208,12 @@ def parse_request(service: JudgeService, body: Mapping[str, Any], images: Reques
         try:
             paths.append(intake(url))
         except ImageError as e:
-            too_large = isinstance(e, ImageTooLarge)
-            raise RequestError(
-                f"{where}: {e}", status=413 if too_large else 422, param=where,
-                code="image_too_large" if too_large else "invalid_image",
-            ) from None  # fmt: skip
+            status, code = (
+                (413, "image_too_large") if isinstance(e, ImageTooLarge)
+                else (415, "unsupported_image") if isinstance(e, UnsupportedImage)
+                else (422, "invalid_image")
+            )  # fmt: skip
+            raise RequestError(f"{where}: {e}", status=status, param=where, code=code) from None
     return ChatRequest(
         messages=messages,
         images=paths,
@@ -548,6 +553,7 @@ def _generate(service: JudgeService, req: ChatRequest, images: list) -> _Answer:
     engine = service.engine
     model, tok = engine.scorer.model, engine.scorer.tokenizer
     ids, pixel_values = _encode(engine.processor, req.messages, images, engine.max_tokens)
+    _remaining(req)  # encoding is the step before the model: past the deadline, answer now (a 504)
     max_new = min(req.max_new_tokens, engine.max_tokens - len(ids))
     gen = model.generation_config
     eos = gen.eos_token_id if gen.eos_token_id is not None else tok.eos_token_id
@@ -627,6 +633,15 @@ def _encode(processor, messages: list[dict], images: list, budget: int):
     from judge.models.readout import encode_prompts
 
     base = getattr(getattr(processor, "image_processor", None), "max_patches", None)
+    texts = [p["text"] for m in messages for p in m["content"] if p["type"] == "text"]
+    over = text_tokens_over(processor.tokenizer, texts, budget - 1)
+    if over is not None:  # found from prefixes, before a huge text is tokenised in full
+        raise RequestError(
+            f"`messages`: the conversation's text alone is more than {over} tokens; the context budget is "
+            f"{budget} tokens (--max-tokens), prompt and at least one generated token together: shorten it",
+            status=413,
+            code="context_length_exceeded",
+        )
     try:
         ids, pv = encode_prompts(processor, [messages], images)
         if len(ids[0]) >= budget and images and base:
@@ -825,14 +840,13 @@ def _prediction(rubric: Rubric, item: Any, root: str | Path | None) -> Predictio
 
 
 def _data_url(path: str, limits: ImageLimits | None = None) -> str:
-    img = open_image(path, limits or ImageLimits())  # checks it exists, is within limits and decodes
+    limits = limits or ImageLimits()
+    data = read_image_bytes(path, limits)  # read once: what is checked and decoded is what is sent
+    img = open_image(path, limits, data=data)  # checks the format, the limits and a full decode
     try:
-        from PIL import Image
-
-        with Image.open(path) as raw:
-            fmt = raw.format
+        fmt = sniff_format(data)
         if fmt in ("JPEG", "PNG"):
-            data, mime = Path(path).read_bytes(), f"image/{fmt.lower()}"
+            mime = f"image/{fmt.lower()}"
         else:  # lossless, so the judge sees the same pixels as when it reads the file itself
             buf = io.BytesIO()
             img.save(buf, "PNG")

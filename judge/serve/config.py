@@ -158,6 +158,18 @@ class ServeConfig(Settings):
     grace_s: float = Field(
         30.0, ge=0, description="on SIGTERM, how long in-flight requests get to finish (default 30)"
     )
+    max_connections: int | None = Field(
+        None,
+        ge=16,
+        description="open connections at most; past it a new one closes the oldest without a request in "
+        "flight (default 4096, kept 128 below the open-file limit, which is raised to its hard limit)",
+    )
+    header_timeout_s: float = Field(
+        10.0,
+        gt=0,
+        description="seconds a connection may take to send a request's head, or leave its body stalled, "
+        "before it is closed (default 10)",
+    )
     ray: bool = Field(False, description="serve with Ray Serve replicas (needs the ray extra)")
     replicas: int = Field(1, ge=1, description="Ray Serve replicas, one GPU each when there are GPUs")
 

@@ -29,7 +29,11 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from judge.core.chat_markup import split_query
 from judge.core.schema import PredictionRecord, ScoreRecord
-from judge.serve.service import ImageIntake, JudgeService, RequestError
+from judge.serve.body import SURROGATE, find_lone_surrogate
+from judge.serve.service import ImageIntake, JudgeService, RequestError, RequestImages
+
+#: The request's fields with an entry per query: what is wrong in one entry costs that query alone.
+PER_QUERY = ("query", "prompts", "labels", "images")
 
 
 class RewardRequest(BaseModel):
@@ -111,6 +115,10 @@ def prepare(
     task, criterion = settle_target(service, body)
     units: list[tuple[PredictionRecord, list[str]] | str] = []
     for item in items_of(body, task):
+        bad = _unusable_entry(body, int(item["id"]))
+        if bad is not None:
+            units.append(bad)
+            continue
         try:
             (unit,) = service.records([item], [criterion], intake.files, intake=intake)
         except RequestError as e:  # this query alone: it gets the fallback reward, the batch goes on
@@ -120,13 +128,27 @@ def prepare(
     return criterion, units
 
 
+def _unusable_entry(body: RewardRequest, i: int) -> str | None:
+    """Why query ``i`` cannot be scored from what the request says of it (a string holding a lone
+    surrogate, in its query, prompt, label or images), or None."""
+    for name in PER_QUERY:
+        entries = getattr(body, name)
+        if entries is not None:
+            bad = find_lone_surrogate(entries[i], f"{name}[{i}]")
+            if bad is not None:
+                return f"`{bad}` {SURROGATE}"
+    return None
+
+
 def answer(
     service: JudgeService,
     body: RewardRequest,
     criterion: str,
     settled: Sequence[ScoreRecord | str],
+    images: RequestImages,
 ) -> dict[str, Any]:
-    """OpenRLHF's reply: one reward per query, from its score record or the reason it has none."""
+    """OpenRLHF's reply: one reward per query, from its score record or the reason it has none (in the
+    client's terms: ``images`` names its files as the client did)."""
     scale = body.scale or service.cfg.reward_scale
     lo, hi = service.rubric.scale.min, service.rubric.scale.max
     fallback = service.cfg.reward_fallback
@@ -138,7 +160,7 @@ def answer(
             flags.append(0.0)
             details.append({"status": "ok", "score": score, "reason": None})
         else:
-            reason = outcome if isinstance(outcome, str) else outcome.reason
+            reason = images.scrub(outcome if isinstance(outcome, str) else outcome.reason)
             status = "unscorable" if isinstance(outcome, str) else outcome.status
             rewards.append(fallback)
             flags.append(1.0)

@@ -16,6 +16,7 @@ import uvicorn
 
 from judge.serve.app import create_app
 from judge.serve.config import ServeConfig
+from judge.serve.connections import ConnectionGuard, connection_cap, guarded_protocol, raise_fd_limit
 from judge.serve.service import JudgeService
 
 logger = logging.getLogger(__name__)
@@ -72,11 +73,18 @@ def serve(cfg: ServeConfig) -> int:
     host, port = sock.getsockname()[:2]
     url = f"http://{'[' + host + ']' if ':' in host else host}:{port}"
     print(banner(service, url), flush=True)
+    fd_limit = raise_fd_limit()
+    guard = ConnectionGuard(connection_cap(fd_limit, cfg.max_connections), cfg.header_timeout_s)
+    logger.info(
+        f"connections: at most {guard.max_connections:,} open (open files: {fd_limit:,}); a request head "
+        f"or a stalled body gets {cfg.header_timeout_s:g} s"
+    )
     config = uvicorn.Config(
         create_app(service),
         log_level="warning",
         timeout_graceful_shutdown=int(cfg.grace_s) or None,
         access_log=False,
+        http=guarded_protocol(guard),
     )
     server = _Server(config, service)
     server.run(sockets=[sock])

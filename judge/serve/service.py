@@ -17,12 +17,28 @@ import tempfile
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from judge.core.errors import ConfigError, ImageError, ImageTooLarge, JudgeError, RecordError
-from judge.core.images import DEFAULT_MAX_PIXELS, ImageLimits, image_size, is_url, resolve_image
+from judge.core.errors import (
+    ConfigError,
+    ImageError,
+    ImageTooLarge,
+    JudgeError,
+    PathRefused,
+    RecordError,
+    UnsupportedImage,
+)
+from judge.core.image_headers import ALLOWED_NAMES
+from judge.core.images import (
+    DEFAULT_MAX_PIXELS,
+    ImageLimits,
+    image_size,
+    is_url,
+    read_image_bytes,
+    resolve_beneath,
+)
 from judge.core.io import InvalidRecordsError, parse_records
 from judge.core.rubric import OVERALL
 from judge.core.schema import PredictionRecord, ScoreRecord, content_fields, content_images
@@ -54,17 +70,32 @@ class RequestError(JudgeError):
 
 @dataclass
 class RequestImages:
-    """The folder a request's data-URL images were written to; removed once the request is answered."""
+    """A request's images: the folder its data-URL images were written to (removed once the request is
+    answered), and the client's own name of every file the intake handed on, so that no answer names a
+    path of the server's disk (:meth:`scrub`)."""
 
     folder: Path | None = None
+    #: resolved path -> the client's reference to it (its path under the root, or "a data URL image")
+    names: dict[str, str] = field(default_factory=dict)
 
     def add(self, data: bytes, ext: str) -> str:
         if self.folder is None:
-            self.folder = Path(tempfile.mkdtemp(prefix="judge-serve-"))
+            # The real path: images are opened by their resolved path, with no symbolic link on the way.
+            self.folder = Path(os.path.realpath(tempfile.mkdtemp(prefix="judge-serve-")))
         path = self.folder / (hashlib.sha256(data).hexdigest()[:24] + ext)
         if not path.exists():
             path.write_bytes(data)
+        self.names[str(path)] = "a data URL image"
         return str(path)
+
+    def scrub(self, text: str | None) -> str | None:
+        """``text`` (a refusal, an unscorable reason) with every server path in it replaced by the client's
+        own reference to it."""
+        if not text:
+            return text
+        for path, shown in sorted(self.names.items(), key=lambda kv: -len(kv[0])):
+            text = text.replace(repr(path), repr(shown)).replace(path, shown)
+        return text.replace(str(self.folder), "<request images>") if self.folder is not None else text
 
     def cleanup(self) -> None:
         if self.folder is not None:
@@ -106,10 +137,13 @@ class ImageIntake:
     :func:`~judge.core.io.parse_records`, on the canonical record) and in chat ``image_url`` parts.
 
     * A data URL is decoded into the request's temporary folder; any other URL is refused.
-    * A path is taken only under ``--image-root`` and refused otherwise, before anything opens it, with
-      one message whether or not the file exists (a refusal tells nothing about the disk).
-    * Each image's size is read from its header (no decoding): over ``max_image_pixels``, or past the
-      request's ``max_request_pixels`` in all, it is refused (:class:`ImageTooLarge`, a 413).
+    * A path is resolved beneath ``--image-root`` (:func:`~judge.core.images.resolve_beneath`) and refused,
+      in one message, when it leaves the root, loops or cannot be followed: nothing outside the root is
+      looked at, so the answer tells nothing about the disk there.
+    * The file is read through :func:`~judge.core.images.read_image_bytes` (no symbolic link followed);
+      a format a judge does not read is refused (:class:`UnsupportedImage`, a 415); every frame's size is
+      read from the header (no decoding): over ``max_image_pixels``, or past the request's
+      ``max_request_pixels`` in all, it is refused (:class:`ImageTooLarge`, a 413).
 
     A missing or corrupt file under the root, or an undecodable data URL, is left to the engine, which
     answers its item as unscorable, as ``judge-score`` does.
@@ -131,6 +165,7 @@ class ImageIntake:
         self.pixels = 0
 
     def __call__(self, ref: str) -> str:
+        data: bytes | None = None
         if is_url(ref):
             data, ext = decode_data_url(ref, self.limits.max_bytes)
             path, shown = self.files.add(data, ext), "the data URL's image"
@@ -141,31 +176,32 @@ class ImageIntake:
             )
         else:
             try:
-                path = resolve_image(ref, self.root)
-            except ImageError:
-                raise ImageError(f"path {ref[:80]!r} is outside the server's --image-root") from None
+                path = resolve_beneath(str(self.root), ref)
+            except PathRefused:  # one answer, whatever the path meets on the way out
+                raise PathRefused(f"path {ref[:80]!r} is outside the server's --image-root") from None
+            self.files.names[path] = ref[:80]
             shown = f"image {ref[:80]!r}"
             try:
-                size = os.path.getsize(path)
-            except OSError:
-                return path  # missing: the engine answers the item as unscorable
-            if size > self.limits.max_bytes:
+                data = read_image_bytes(path, self.limits)
+            except ImageTooLarge:
                 raise ImageTooLarge(
-                    f"{shown} is {size:,} bytes, over the limit of {self.limits.max_bytes:,} (--max-image-bytes)"
-                )
-        try:
-            width, height = image_size(path, _HEADER_ONLY)
-        except ImageTooLarge:  # past PIL's own decompression-bomb guard
-            raise ImageTooLarge(f"{shown} is refused as a decompression bomb") from None
-        except ImageError:  # unreadable: the engine answers the item as unscorable
-            return path
+                    f"{shown} is over the limit of {self.limits.max_bytes:,} bytes (--max-image-bytes)"
+                ) from None
+            except ImageError:  # missing, not a file: the engine answers the item as unscorable
+                return path
         cap = self.limits.max_pixels
-        if width * height > cap:
+        try:  # every frame the file declares, against the cap, before anything is decoded
+            width, height = image_size(path, ImageLimits(max_pixels=cap, max_bytes=sys.maxsize), data=data)
+        except ImageTooLarge as e:
             seen = f"; the judge looks at no more than {self.tiling:,} of an image" if self.tiling else ""
             raise ImageTooLarge(
-                f"{shown} is {width}x{height} = {width * height:,} pixels, over the limit of {cap:,} per image "
-                f"(--max-image-pixels{seen}): scale it down before sending"
-            )
+                f"{str(e).replace(f'image file {path!r}', shown)} (--max-image-pixels{seen}): scale it down "
+                "before sending"
+            ) from None
+        except UnsupportedImage:
+            raise UnsupportedImage(f"{shown} is not a {ALLOWED_NAMES} image") from None
+        except ImageError:  # unreadable: the engine answers the item as unscorable
+            return path
         self.pixels += width * height
         if self.pixels > self.max_request_pixels:
             raise ImageTooLarge(
@@ -173,10 +209,6 @@ class ImageIntake:
                 "(--max-request-pixels); send fewer or smaller images per request"
             )
         return path
-
-
-#: Only the header is read, and PIL's own bomb guard applies; the service checks the pixel cap itself.
-_HEADER_ONLY = ImageLimits(max_pixels=sys.maxsize, max_bytes=sys.maxsize)
 
 
 class JudgeService:
@@ -400,12 +432,14 @@ class JudgeService:
         except InvalidRecordsError as e:
             shown = "; ".join(_item_error(x) for x in e.errors[:5])
             more = f" (and {len(e.errors) - 5} more)" if len(e.errors) > 5 else ""
-            large = any(x.code == "too_large" for x in e.errors)
+            codes = {x.code for x in e.errors}
+            status, code = (
+                (413, "image_too_large") if "too_large" in codes
+                else (415, "unsupported_image") if "unsupported_image" in codes
+                else (422, "invalid_item")
+            )  # fmt: skip
             raise RequestError(
-                shown + more,
-                status=413 if large else 422,
-                param=_item_param(e.errors[0]),
-                code="image_too_large" if large else "invalid_item",
+                images.scrub(shown + more) or "", status=status, param=_item_param(e.errors[0]), code=code
             ) from None
         out = []
         for i, rec in enumerate(recs):
@@ -444,9 +478,10 @@ class JudgeService:
         return time.monotonic() + budget
 
 
-def result_of(rec: PredictionRecord, records: list[ScoreRecord]) -> dict[str, Any]:
-    """One item's answer: per criterion the expected score, argmax, distribution, status, reason and the
-    details ``judge-score`` writes (``reason_code`` of an unscorable one; ``num_tokens``, ``scale_mass``)."""
+def result_of(rec: PredictionRecord, records: list[ScoreRecord], images: RequestImages) -> dict[str, Any]:
+    """One item's answer: per criterion the expected score, argmax, distribution, status, reason (in the
+    client's own terms: ``images`` names its files as the client did) and the details ``judge-score`` writes
+    (``reason_code`` of an unscorable one; ``num_tokens``, ``scale_mass``)."""
     scores = {}
     for r in records:
         scores[r.criterion or ""] = {
@@ -455,7 +490,7 @@ def result_of(rec: PredictionRecord, records: list[ScoreRecord]) -> dict[str, An
             "distribution": r.distribution,
             **({"raw_score": r.raw_score, "interval": r.interval} if r.interval is not None else {}),
             "status": r.status,
-            "reason": r.reason,
+            "reason": images.scrub(r.reason),
             "details": r.details,
         }
     return {"id": rec.id, "task": rec.task, "model": rec.model, "benchmark": rec.benchmark, "scores": scores}
