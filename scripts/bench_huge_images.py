@@ -104,12 +104,36 @@ TINY = ("--judge", "tiny", "--rubric", "mmie")
 
 
 @contextmanager
-def server(args: list[str], log: Path, base: tuple[str, ...] = TINY):
-    """A judge-serve (``base`` + ``args``, a free port); yields its URL and process once it is ready."""
+def server(
+    args: list[str],
+    log: Path,
+    base: tuple[str, ...] = TINY,
+    *,
+    code: Path | None = None,
+    open_files: int | None = None,
+    memory_gib: float | None = None,
+):
+    """A judge-serve (``base`` + ``args``, a free port); yields its URL and process once it is ready.
+    ``code``: a checkout whose ``judge`` the server runs (another commit, for a before/after); ``open_files``
+    and ``memory_gib``: the server's limits on open files and address space."""
     cmd = [sys.executable, "-m", "judge.cli.serve", *base, "--port", "0", *args]
     env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"), "HF_HUB_OFFLINE": "1"}
+    if code is not None:
+        env["PYTHONPATH"] = str(code)
+
+    def limits() -> None:
+        import resource
+
+        if open_files:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (open_files, open_files))
+        if memory_gib:
+            cap = int(memory_gib * 2**30)
+            resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+
     with open(log, "wb") as out:
-        proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            cmd, cwd=code or REPO, env=env, stdout=out, stderr=subprocess.STDOUT, preexec_fn=limits
+        )
     try:
         url = None
         deadline = time.monotonic() + 180

@@ -30,6 +30,26 @@ def test_bench_huge_images(tmp_path):
 
 
 @pytest.mark.slow
+def test_bench_attacks(tmp_path):
+    """Small: 2 MB items, 300 half-open connections, 3 MB of tiny items; every attack answered as the
+    issue asks (the figures themselves come from the full run)."""
+    out = tmp_path / "attacks.json"
+    r = run(
+        "bench_attacks.py", "--huge-mb", "2", "--normal", "2", "--budget-s", "10", "--half-open", "300",
+        "--tiny-mb", "3", "--out", str(out),
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
+    after = json.loads(out.read_text())["results"]["after"]
+    assert {k: int(v["status"]) for k, v in after["images"].items()} == {
+        k: v["expected"] for k, v in after["images"].items()
+    }
+    assert after["bodies"]["status"] == "413" and after["connections"]["health"]["status"] == "200"
+    (stall,) = after["stall"]
+    assert stall["huge_statuses"] == ["200"] and stall["beside_statuses"] == ["200"]
+    assert "normal beside 2 MB items" in r.stdout
+
+
+@pytest.mark.slow
 def test_bench_reward(tmp_path):
     out = tmp_path / "reward.json"
     r = run("bench_reward.py", "--items", "16", "--repeats", "1", "--out", str(out))
