@@ -811,8 +811,17 @@ def score_from_logprobs(top_logprobs: Sequence[Any], scale: Sequence[int] = tupl
     """The judge's expected score from an OpenAI-style reply's ``top_logprobs`` of its one score token: the
     scale values' probabilities, renormalised, weighting the values (what ``/v1/score`` computes from the
     same distribution). Entries are objects with ``token`` and ``logprob`` (the openai, litellm and
-    inspect-ai types) or such dicts. ``None`` when no scale value is among them; ask for ``top_logprobs``
-    of at least the scale's size (7 for 0-6) to get all of them."""
+    inspect-ai types) or such dicts. ``None`` when no scale value is among them.
+
+    Raises ValueError when there are fewer entries than the scale has values (ask for ``top_logprobs`` of at
+    least the scale's size, 7 for 0-6): the missing values' probability would be dropped, and the score
+    silently wrong."""
+    if len(top_logprobs) < len(scale):
+        raise ValueError(
+            f"score_from_logprobs got {len(top_logprobs)} top_logprobs, but the scale has {len(scale)} values "
+            f"({min(scale)}-{max(scale)}): ask for top_logprobs={len(scale)} or more, or the score leaves out "
+            "the probability of the values not returned"
+        )
     probs: dict[int, float] = {}
     for entry in top_logprobs:
         token = entry.get("token") if isinstance(entry, Mapping) else getattr(entry, "token", None)

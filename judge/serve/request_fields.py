@@ -54,21 +54,22 @@ def refuse_unhonoured(body: Mapping[str, Any]) -> None:
                 f"`{name}` {value:g} is not supported: decoding is plain greedy argmax; send 0 or leave it out",
                 param=name,
             )
+    stream_options(body)  # checked here too: a non-streamed request may not carry it
 
 
 @dataclass(frozen=True)
 class ResponseFormat:
-    """A request's ``response_format``: ``kind`` text, json_object or json_schema; for a schema, its number
-    property (and whether it is an integer) and its string properties."""
+    """A request's ``response_format``: ``kind`` text, json_object or json_schema; for a schema, its
+    properties' types and the required ones."""
 
     kind: str = "text"
-    number: str | None = None
-    integer: bool = False
-    strings: tuple[str, ...] = ()
+    types: tuple[tuple[str, Any], ...] = ()  #: (property, its JSON type)
+    required: tuple[str, ...] = ()
 
 
 def response_format(body: Mapping[str, Any]) -> ResponseFormat:
-    """The request's ``response_format``, checked (a 422 naming what cannot be honoured)."""
+    """The request's ``response_format``, checked for shape (a 422 naming the field); whether the reply can
+    be held to it is :func:`formatted`'s to say."""
     fmt = body.get("response_format")
     if fmt is None:
         return ResponseFormat()
@@ -88,28 +89,15 @@ def response_format(body: Mapping[str, Any]) -> ResponseFormat:
             "`response_format.json_schema.schema` must be an object schema with `properties`",
             param="response_format",
         )
-    numbers = [
-        k for k, v in props.items() if isinstance(v, Mapping) and v.get("type") in ("number", "integer")
-    ]
-    strings = [k for k, v in props.items() if isinstance(v, Mapping) and v.get("type") == "string"]
-    other = [k for k in props if k not in numbers and k not in strings]
-    if len(numbers) != 1 or other:
-        raise RequestError(
-            "`response_format.json_schema`: this server fills a schema with exactly one number property (the "
-            f"score) and otherwise only strings; this one has {len(numbers)} number properties"
-            + (f" and properties of other types ({', '.join(other)})" if other else ""),
-            param="response_format",
-            code="schema_not_supported",
-        )
-    return ResponseFormat(
-        "json_schema", numbers[0], props[numbers[0]].get("type") == "integer", tuple(strings)
-    )
+    required = schema.get("required") if isinstance(schema, Mapping) else None
+    types = tuple((str(k), v.get("type") if isinstance(v, Mapping) else None) for k, v in props.items())
+    return ResponseFormat("json_schema", types, tuple(required) if isinstance(required, list) else ())
 
 
 def formatted(fmt: ResponseFormat, content: str, judge: Mapping[str, Any] | None, json_reply: bool) -> str:
-    """The reply's content under ``fmt``: unchanged for text; the score as JSON for a scored reply; a 422
-    for a reply that cannot be held to the format (generated text). ``judge``: the reply's ``judge`` field
-    (None for generated text); ``json_reply``: the content is JSON already (a tool's JSON answer)."""
+    """The reply's content under ``fmt`` (see the module doc); a 422 for a reply that cannot be held to it.
+    ``judge``: the reply's ``judge`` field (None for generated text); ``json_reply``: the content is a tool's
+    JSON answer already."""
     if fmt.kind == "text":
         return content
     scored = judge is not None and judge.get("scored", True)
@@ -118,16 +106,31 @@ def formatted(fmt: ResponseFormat, content: str, judge: Mapping[str, Any] | None
             return content
         if scored and judge is not None and "protocol" not in judge:
             return json.dumps({"score": judge["expected"]})
-    elif scored and judge is not None:
-        value = judge.get("value", judge.get("expected"))
-        if isinstance(value, (int, float)):
-            number: float | int = round(value) if fmt.integer else value
-            note = judge.get("note") or f"the judge's expected score on criterion {judge.get('criterion')!r}"
-            return json.dumps({fmt.number: number, **dict.fromkeys(fmt.strings, note)})
+        why = "only the judge's own prompt or a tool's prompt answered in JSON can be given as a JSON object"
+    else:
+        if json_reply and set(fmt.required or [k for k, _ in fmt.types]) <= set(json.loads(content)):
+            return content  # the tool's JSON answer has the schema's properties already
+        numbers = [k for k, t in fmt.types if t in ("number", "integer")]
+        others = [k for k, t in fmt.types if k not in numbers and t != "string"]
+        value = judge.get("value", judge.get("expected")) if scored and judge is not None else None
+        if len(numbers) == 1 and not others and isinstance(value, (int, float)):
+            integer = dict(fmt.types)[numbers[0]] == "integer"
+            note = (judge or {}).get(
+                "note"
+            ) or f"the judge's expected score on {(judge or {}).get('criterion')!r}"
+            strings = [k for k, t in fmt.types if t == "string"]
+            return json.dumps(
+                {numbers[0]: round(value) if integer else value, **dict.fromkeys(strings, note)}
+            )
+        why = (
+            "this server fills a schema with exactly one number property (the score) and otherwise strings, "
+            f"for a scored reply with one score; this schema has {len(numbers)} number properties"
+            + (f" and properties of other types ({', '.join(others)})" if others else "")
+            + ("" if scored else ", and the reply is generated text")
+        )
     raise RequestError(
-        f"`response_format` {fmt.kind}: only a scored reply (the judge's own prompt, or a tool's grading "
-        "prompt it recognises, with one score) can be given in that format; generated text is not held to "
-        "a format. Send response_format text, or the judge's prompt (judge.judge_chat_messages)",
+        f"`response_format` {fmt.kind}: {why}. Generated text is not held to a format: send response_format "
+        "text, the judge's own prompt (judge.judge_chat_messages), or a tool's grading prompt it recognises",
         param="response_format",
         code="format_not_supported",
     )
