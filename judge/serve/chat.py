@@ -152,7 +152,7 @@ def complete(
         if match is not None:
             answer = _score(service, req, match)  # the engine opens the images itself, as /v1/score does
         else:  # a tool's own grading prompt (a registered protocol), else plain generation
-            answer = protocols.respond(service, req)  # type: ignore[assignment]
+            answer = protocols.respond(service, req)
             if answer is None and service.cfg.chat == "judge-only":
                 raise RequestError(
                     "`messages`: this server answers only its judge's own rubric prompt and the tools' grading "

@@ -20,7 +20,7 @@ from typing import Any
 from judge.core.schema import PredictionRecord, ScoreRecord
 from judge.models.calibration import temper
 from judge.models.preference import record_preference
-from judge.serve.chat import ChatRequest, _Answer, _model
+from judge.serve.chat import ChatRequest, _Answer, _log, _model
 from judge.serve.protocols.base import (
     Content,
     Outcome,
@@ -202,20 +202,18 @@ def _logprobs(
     value's token, whose ``top_logprobs`` are the tool's integer values with the probabilities of the
     calibrated distribution carried onto its scale (:func:`integer_distribution`), so weighting them (as
     G-Eval does) gives the mapped score. None for answers of another kind (a grade, a verdict, a token)."""
-    from judge.serve.chat import _log
-
     rng = task.options.get("range")
     if task.mode != "point" or rng is None or task.options.get("strict") or task.options.get("choices"):
         return None
     lo, hi = rng
     probs = integer_distribution(outcome.readings[0], calibrated_distribution(service, records[0]), lo, hi)
     value = integer_scale(outcome.readings[0], lo, hi)  # what every integer answer renders
-    entries = [
-        {"token": str(k), "logprob": _log(p), "bytes": list(str(k).encode())} for k, p in probs.items()
-    ]
-    chosen = next(e for e in entries if e["token"] == str(value))
-    ranked = sorted(entries, key=lambda e: -e["logprob"])[: max(top, 0)]
-    return [{**chosen, "top_logprobs": ranked}]
+    ranked = sorted(probs, key=lambda k: -probs[k])[: max(top, 0)]
+
+    def entry(k: int) -> dict[str, Any]:
+        return {"token": str(k), "logprob": _log(probs[k]), "bytes": list(str(k).encode())}
+
+    return [{**entry(value), "top_logprobs": [entry(k) for k in ranked]}]
 
 
 __all__ = ["calibrated_distribution", "respond"]
