@@ -31,9 +31,12 @@ Parameters: ``model`` (one of the served names, echoed in the reply; else 404), 
 ``max_tokens`` / ``max_completion_tokens`` (capped by ``--max-new-tokens`` and the context budget),
 ``temperature`` and ``top_p`` (0 or absent, and 1 or absent: decoding is greedy; anything else is a 422,
 or under ``--sampling greedy`` accepted, decoded greedily all the same and said in the
-``X-Judge-Sampling`` header), ``n`` (1), ``logprobs``, ``top_logprobs`` (0..20), ``response_format``
-(text), ``stream`` (false), ``seed`` (accepted: greedy decoding is deterministic), ``stop`` (a string or
-up to 4), ``timeout`` (seconds, shortening ``--timeout-s``). Other fields are ignored. An image part's ``detail`` is
+``X-Judge-Sampling`` header; a scored reply, read rather than sampled, accepts them), ``n`` (1),
+``logprobs``, ``top_logprobs`` (0..20), ``response_format`` (:mod:`judge.serve.request_fields`),
+``stream`` (:mod:`judge.serve.streaming`), ``seed`` (accepted: greedy decoding is deterministic), ``stop``
+(a string or up to 4), ``timeout`` (seconds, shortening ``--timeout-s``). Fields the server cannot honour
+(tools, logit_bias, penalties) are refused (:func:`~judge.serve.request_fields.refuse_unhonoured`).
+A tool's own grading prompt (prometheus-eval, inspect-ai, ...) is answered by :mod:`judge.serve.protocols`. An image part's ``detail`` is
 accepted and ignored: images get the judge's own tiling, as when it scores. Every refusal is a 4xx naming
 the field (``messages[1].content[0].image_url``).
 """
@@ -164,6 +167,8 @@ def complete(
                     code="not_a_judge_prompt",
                 )
             if answer is None:
+                if fmt.kind != "text":
+                    formatted(fmt, "", None, False)  # refused before generating: text is held to no format
                 _refuse_sampling(req.sampling_ignored, service.cfg.sampling)
                 if streamer is not None:
                     streamer.begin(req)  # the stream's headers go out now; tokens follow as generated
