@@ -46,6 +46,7 @@ def test_documented_openrlhf_command_uses_its_parsers_flags():
     assert flags and all(f in defined for f in flags), sorted(set(flags) - defined)
 
 
+@pytest.mark.slow
 def test_serving_md_chat_example_runs_as_written(tmp_path):
     text = (REPO / "docs" / "serving.md").read_text(encoding="utf-8")
     m = re.search(r"<!-- serving-chat-example[^>]*-->\s*```python\n(.*?)```", text, re.S)
