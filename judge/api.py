@@ -28,7 +28,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from judge.core.errors import ConfigError, JudgeError
+from judge.core.errors import ConfigError
 from judge.core.rubric import Rubric
 from judge.core.schema import (
     AnnotationRecord,
@@ -195,23 +195,14 @@ class Judge:
         ``criterion`` is scored. Raises ConfigError when ``criterion`` is not one of an item's family, and
         JudgeError when a response is unscorable (the error gives its reason). A calibrated judge is
         compared on its read-out (its distributions and expected scores before calibration)."""
-        from judge.models.preference import preference
+        from judge.models.preference import record_preference
 
         # Each parsed on its own: the two may share an id (two responses to one item, or one item twice).
         a, b = self._records([item_a], root)[0], self._records([item_b], root)[0]
         if (a.benchmark, a.model, a.id) == (b.benchmark, b.model, b.id):
             b = b.model_copy(update={"id": f"{b.id}#b"})  # one item twice: keep both scores apart
         sa, sb = self._score([a, b], criterion)  # one record each, in the items' order
-        for name, s in (("A", sa), ("B", sb)):
-            if s.score is None or s.distribution is None:
-                raise JudgeError(f"response {name} ({s.id!r}) is unscorable: {s.reason}")
-        assert sa.distribution is not None and sb.distribution is not None
-        # The read-out's expected scores: what the distributions give (a calibration maps them after).
-        raw = [s.raw_score if s.raw_score is not None else s.score for s in (sa, sb)]
-        assert raw[0] is not None and raw[1] is not None
-        return preference(
-            sa.distribution, sb.distribution, self.rubric.scale.values, expected=(raw[0], raw[1])
-        )
+        return record_preference(sa, sb, self.rubric.scale.values)
 
     def _records(self, items, root) -> list[PredictionRecord]:
         return prediction_records(items, self.rubric.name, root)

@@ -187,3 +187,26 @@ def test_verl_loads_compute_score_and_it_gives_v1_scores(server, monkeypatch):
         fn(data_source="x", solution_str="garden " * 9000, ground_truth="8", extra_info={"question": "q"})
         == -1.0
     )
+
+
+def test_verl_errors_and_warnings_name_what_a_verl_user_sets(server, monkeypatch, capsys):
+    """A verl user configures the reward with environment variables: an error names JUDGE_TASK, not the
+    keyword argument; a dataset without extra_info["question"] is warned about (once), not scored silently
+    against an empty question."""
+    from judge.core.errors import ConfigError
+    from judge.integrations import verl
+
+    monkeypatch.setenv("JUDGE_SERVER_URL", server.url)
+    monkeypatch.delenv("JUDGE_TASK", raising=False)
+    with pytest.raises(ConfigError) as e:
+        verl.compute_score("gsm8k", "8", "8", {"question": "What is 3 + 5?"})
+    assert "JUDGE_TASK" in str(e.value) and "`task`" not in str(e.value)
+    assert "SA, PBL, MSR" in str(e.value)
+    monkeypatch.setenv("JUDGE_TASK", "MSR")
+    capsys.readouterr()
+    verl.compute_score("gsm8k", "The total is 8.", "8", {"index": 3})
+    verl.compute_score("gsm8k", "The total is 9.", "8", {"index": 4})
+    err = capsys.readouterr().err
+    assert err.count("extra_info has no 'question'") == 1 and "keys given: index" in err
+    verl.compute_score("gsm8k", "The total is 8.", "8", {"question": "What is 3 + 5?"})
+    assert "extra_info" not in capsys.readouterr().err

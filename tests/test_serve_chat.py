@@ -175,6 +175,9 @@ def test_judge_only_and_greedy_sampling(tmp_path):
         with pytest.raises(openai.UnprocessableEntityError) as e:
             c.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Rate this 1-10."}])
         assert "judge_chat_messages" in e.value.message and e.value.code == "not_a_judge_prompt"
+        assert (
+            "prometheus-absolute" in e.value.message and "mt-bench-pair" in e.value.message
+        )  # what it answers
         messages = judge_chat_messages("mmie", demo_item("SA"), "overall", root=DEMO)
         greedy = c.chat.completions.with_raw_response.create(model=MODEL, messages=messages, temperature=0)
         sampled = c.chat.completions.with_raw_response.create(
@@ -247,14 +250,20 @@ def _image_part(url: str) -> dict:
     [
         ({"temperature": 0.7}, "hi", "`temperature`"),
         ({"n": 2}, "hi", "`n`"),
-        ({"stream": True}, "hi", "`stream`"),
+        ({"tools": [{"type": "function", "function": {"name": "grade", "parameters": {}}}]}, "hi", "`tools`"),
+        ({"tool_choice": "auto"}, "hi", "`tool_choice`"),
+        ({"logit_bias": {"15": 5}}, "hi", "`logit_bias`"),
+        ({"frequency_penalty": 0.5}, "hi", "`frequency_penalty`"),
+        ({"presence_penalty": -1}, "hi", "`presence_penalty`"),
+        ({"response_format": {"type": "json_object"}}, "hi", "`response_format`"),
         ({}, [{"type": "text", "text": "hi"}, _image_part("data:image/jpeg;base64,not*base64")],
          "messages[0].content[1].image_url"),
         ({}, [_image_part("https://example.com/cat.jpg")], "messages[0].content[0].image_url"),
         ({}, [_image_part("data:image/png;base64," + base64.b64encode(b"not a png").decode())],
          "messages[0].content[0].image_url"),
     ],
-    ids=["temperature", "n", "stream", "broken-data-url", "remote-url", "not-an-image"],
+    ids=["temperature", "n", "tools", "tool_choice", "logit_bias", "frequency_penalty", "presence_penalty",
+         "json_object", "broken-data-url", "remote-url", "not-an-image"],
 )  # fmt: skip
 def test_refusals_name_the_field_and_the_server_keeps_serving(client, options, content, named, request):
     with pytest.raises(openai.APIStatusError) as e:
@@ -293,3 +302,30 @@ def test_readme_openai_example_runs_as_written(tmp_path):
     assert out.returncode == 0, out.stderr[-3000:]
     content, expected = out.stdout.split()
     assert content in {str(v) for v in range(7)} and 0 <= float(expected) <= 6
+
+
+def test_a_tool_prompt_without_a_task_family_is_a_422_naming_the_flag(client):
+    """This server has no --protocol-task and its rubric has three families: a tool's grading prompt is
+    recognised and refused with what to do, not answered with unscored text."""
+    from prometheus_eval.prompts import ABSOLUTE_PROMPT_WO_REF
+
+    prompt = ABSOLUTE_PROMPT_WO_REF.format(instruction="What is 3+5?", response="8", rubric="[Correct?]")
+    with pytest.raises(openai.UnprocessableEntityError) as e:
+        client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": prompt}])
+    assert e.value.code == "no_protocol_task" and "--protocol-task" in e.value.message
+    assert "SA, PBL, MSR" in e.value.message
+
+
+def test_metrics_count_model_lookups_under_their_route(server, client):
+    client.models.retrieve(MODEL)
+    text = httpx.get(server.url + "/metrics", headers={"Authorization": f"Bearer {KEY}"}, timeout=10).text
+    assert 'judge_requests_total{route="/v1/models/{id}",status="200"}' in text
+
+
+def test_the_startup_lines_say_what_reward_and_tool_prompts_are_scored_on(server):
+    out = server.output()
+    assert "reward routes (/get_reward, /v1/reward): NO default task family" in out
+    assert "--reward-task FAMILY" in out
+    assert (
+        "tools' grading prompts (prometheus-eval, inspect-ai, lmms-eval, deepeval, MT-Bench): refused" in out
+    )

@@ -162,6 +162,13 @@ def test_a_malformed_reward_request_is_a_4xx_naming_the_field(server, body, word
 
 
 def test_without_a_reward_task_a_rubric_of_several_families_asks_for_one(tmp_path):
+    """OpenRLHF logs only "422 Unprocessable Entity" and trains on with reward None: the server's own output
+    says it at start and again (once) when the first such request is refused."""
     with running_server(["--judge", "tiny", "--rubric", "mmie"], tmp_path) as s:
-        r = httpx.post(s.url + "/get_reward", json={"query": ["a"]}, timeout=60)
-        assert r.status_code == 422 and "--reward-task" in r.json()["error"]["message"]
+        assert "reward routes (/get_reward, /v1/reward): NO default task family" in s.output()
+        for _ in range(2):
+            r = httpx.post(s.url + "/get_reward", json={"query": ["a"]}, timeout=60)
+            assert r.status_code == 422 and "--reward-task" in r.json()["error"]["message"]
+        assert s.output().count("a reward request named no `task`") == 1
+    with running_server(["--judge", "tiny", "--rubric", "mmie", "--reward-task", "PBL"], tmp_path) as s:
+        assert "reward routes (/get_reward, /v1/reward): task family PBL, criterion overall" in s.output()

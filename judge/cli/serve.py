@@ -23,7 +23,7 @@ examples:
 
 GROUPS = {
     "judge": ["judge", "rubric", "force", "served_name", "device", "dtype", "quantization", "reproducible"],
-    "chat": ["chat", "sampling"],
+    "chat": ["chat", "sampling", "protocol_task", "protocol_criterion"],
     "reward": ["reward_task", "reward_criterion", "reward_scale", "reward_fallback"],
     "server": [
         "host",

@@ -19,6 +19,7 @@ answer (shown to task families that use one).
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from typing import Any
@@ -29,6 +30,17 @@ from judge.integrations.rewards import RewardScorer, question_segments
 
 _SCORERS: dict[tuple[str | None, ...], RewardScorer] = {}
 _LOCK = threading.Lock()
+_WARNED: set[str] = set()
+logger = logging.getLogger(__name__)
+
+
+def _warn_once(message: str) -> None:
+    """Log ``message`` as a warning the first time it comes up in this process (verl calls per response)."""
+    with _LOCK:
+        if message in _WARNED:
+            return
+        _WARNED.add(message)
+    logger.warning(message)
 
 
 def scorer_from_environment() -> RewardScorer:
@@ -45,10 +57,16 @@ def scorer_from_environment() -> RewardScorer:
                 default = float(fallback) if fallback else 0.0
             except ValueError:
                 raise ConfigError(f"JUDGE_REWARD_FALLBACK {fallback!r} is not a number") from None
-            _SCORERS[key] = RewardScorer(
-                server=url, api_key=api_key, task=task or None, criterion=criterion or "overall",
-                scale=(scale or "raw"), fallback=default,  # type: ignore[arg-type]
-            )  # fmt: skip
+            try:
+                _SCORERS[key] = RewardScorer(
+                    server=url, api_key=api_key, task=task or None, criterion=criterion or "overall",
+                    scale=(scale or "raw"), fallback=default,  # type: ignore[arg-type]
+                )  # fmt: skip
+            except ConfigError as e:  # a verl user sets environment variables, not arguments: name them
+                message = str(e).replace("`task`", "JUDGE_TASK").replace("`criterion`", "JUDGE_CRITERION")
+                raise ConfigError(
+                    message.replace("say which family", "set JUDGE_TASK to the family")
+                ) from None
         return _SCORERS[key]
 
 
@@ -58,7 +76,14 @@ def compute_score(
     """The judge's reward of one response (see the module doc); the fallback when it cannot be scored."""
     scorer = scorer_from_environment()
     info = extra_info or {}
-    prompt = info.get("question", info.get("prompt", ""))
+    prompt = info.get("question", info.get("prompt"))
+    if prompt is None or (isinstance(prompt, str) and not prompt.strip()):
+        _warn_once(
+            "verl's extra_info has no 'question' (or 'prompt'): the judge scores the response against an empty "
+            "question, which is not what it was trained on. Put the question in extra_info['question'] in "
+            "the dataset's preprocessing (keys given: " + (", ".join(sorted(map(str, info))) or "none") + ")"
+        )
+        prompt = ""
     reference = ground_truth if isinstance(ground_truth, str) else None
     (reward,), _ = scorer.rewards([question_segments(prompt)], [response_of(solution_str, "")], [reference])
     assert reward is not None  # the fallback is a number here

@@ -114,6 +114,20 @@ def preference(
     )
 
 
+def record_preference(a: Any, b: Any, values: Sequence[float]) -> Preference:
+    """``Judge.compare``'s reading of two scored records of one criterion (:class:`~judge.core.schema.ScoreRecord`,
+    response A and response B): :func:`preference` of their distributions, with the expected scores as read
+    out (``raw_score`` when a calibration set ``score``). Raises JudgeError naming the side that is
+    unscorable, with its reason."""
+    from judge.core.errors import JudgeError
+
+    for name, s in (("A", a), ("B", b)):
+        if s.score is None or s.distribution is None:
+            raise JudgeError(f"response {name} ({s.id!r}) is unscorable: {s.reason}")
+    raw = [s.raw_score if s.raw_score is not None else s.score for s in (a, b)]
+    return preference(a.distribution, b.distribution, values, expected=(raw[0], raw[1]))
+
+
 def _complementary(win: float, tie: float, lose: float) -> float:
     """``(win + tie / 2) / total``, rounded so that ``1 - (1 - p) == p`` holds exactly.
 
@@ -127,4 +141,4 @@ def _complementary(win: float, tie: float, lose: float) -> float:
     return hi if p >= 0.5 else 1.0 - hi
 
 
-__all__ = ["Preference", "preference"]
+__all__ = ["Preference", "preference", "record_preference"]

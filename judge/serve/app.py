@@ -242,6 +242,10 @@ def create_app(service: JudgeService, *, load: bool = True) -> FastAPI:
         body = await _json_body(request)
         if isinstance(body, Response):
             return body
+        if body.get("stream") is True:  # server-sent events (judge.serve.streaming)
+            from judge.serve.streaming import stream
+
+            return await stream(service, body, _header_timeout(request), request)
         reply, headers = await run_in_threadpool(complete, service, body, _header_timeout(request))
         return JSONResponse(reply, headers=headers)
 
@@ -334,7 +338,13 @@ class Guard:
                     scope, receive, sending
                 )
         finally:
-            known = route if route in _ROUTES else "other"
+            known = (
+                route
+                if route in _ROUTES
+                else "/v1/models/{id}"
+                if route.startswith("/v1/models/")
+                else "other"
+            )
             self.service.metrics.requests.labels(route=known, status=str(state["status"])).inc()
 
     def _refusal(self, route: str, headers: dict[str, str], too_large: str) -> Response | None:
@@ -359,7 +369,7 @@ class Guard:
 
 _ROUTES = {"/health", "/ready", "/metrics", "/v1/models", "/v1/judge", "/v1/score", "/v1/chat/completions",
            *REWARD_ROUTES}  # fmt: skip
-# /v1/models/{id} is counted as "other" in the request metric: ids are the client's to choose.
+# GET /v1/models/<id> is counted under one label, "/v1/models/{id}": ids are the client's to choose.
 
 
 def invalid_body(errors: Sequence[Any]) -> JSONResponse:

@@ -31,9 +31,12 @@ Parameters: ``model`` (one of the served names, echoed in the reply; else 404), 
 ``max_tokens`` / ``max_completion_tokens`` (capped by ``--max-new-tokens`` and the context budget),
 ``temperature`` and ``top_p`` (0 or absent, and 1 or absent: decoding is greedy; anything else is a 422,
 or under ``--sampling greedy`` accepted, decoded greedily all the same and said in the
-``X-Judge-Sampling`` header), ``n`` (1), ``logprobs``, ``top_logprobs`` (0..20), ``response_format``
-(text), ``stream`` (false), ``seed`` (accepted: greedy decoding is deterministic), ``stop`` (a string or
-up to 4), ``timeout`` (seconds, shortening ``--timeout-s``). Other fields are ignored. An image part's ``detail`` is
+``X-Judge-Sampling`` header; a scored reply, read rather than sampled, accepts them), ``n`` (1),
+``logprobs``, ``top_logprobs`` (0..20), ``response_format`` (:mod:`judge.serve.request_fields`),
+``stream`` (:mod:`judge.serve.streaming`), ``seed`` (accepted: greedy decoding is deterministic), ``stop``
+(a string or up to 4), ``timeout`` (seconds, shortening ``--timeout-s``). Fields the server cannot honour
+(tools, logit_bias, penalties) are refused (:func:`~judge.serve.request_fields.refuse_unhonoured`).
+A tool's own grading prompt (prometheus-eval, inspect-ai, ...) is answered by :mod:`judge.serve.protocols`. An image part's ``detail`` is
 accepted and ignored: images get the judge's own tiling, as when it scores. Every refusal is a 4xx naming
 the field (``messages[1].content[0].image_url``).
 """
@@ -117,7 +120,7 @@ class _Answer:
 
 
 def complete(
-    service: JudgeService, body: Mapping[str, Any], timeout: float | None = None
+    service: JudgeService, body: Mapping[str, Any], timeout: float | None = None, streamer: Any = None
 ) -> tuple[dict[str, Any], dict[str, str]]:
     """Answer one ``POST /v1/chat/completions`` body: an OpenAI ``chat.completion`` object (see the module
     doc) and the reply's headers: ``X-Judge-Scored`` (``true`` when the reply is the judge's score of its
@@ -129,7 +132,11 @@ def complete(
     is not finite; a 504 past the request's deadline: the server's ``--timeout-s``, shortened by the body's
     ``timeout`` or else by ``timeout``, the X-Request-Timeout header's seconds). The model runs under
     ``service.model_lock``, never past the deadline: waiting for the lock and generating both stop there.
-    The request's decoded images are removed before it returns."""
+    The request's decoded images are removed before it returns. ``streamer``: given to generation
+    (:mod:`judge.serve.streaming`), which passes it the tokens as they come."""
+    from judge.serve import protocols
+    from judge.serve.request_fields import formatted, refuse_unhonoured, response_format
+
     own = _optional_number(body, "timeout")
     if own is not None and not own > 0:
         raise RequestError(f"`timeout` {own:g} must be a positive number of seconds", param="timeout")
@@ -137,18 +144,11 @@ def complete(
     images = RequestImages()
     opened: list = []
     try:
-        req = parse_request(service, body, images)
+        refuse_unhonoured(body)
+        fmt = response_format(body)
+        req = parse_request(service, body, images, sampled_scores=True)
         req.deadline = deadline
         match = match_judge_prompt(service.rubric, req.messages, req.images, service.spec.target_format)
-        if match is None and service.cfg.chat == "judge-only":
-            raise RequestError(
-                "`messages`: this server answers only its judge's own rubric prompt (--chat judge-only), and "
-                "this conversation is not one. Build it with judge.judge_chat_messages(rubric, item, "
-                "criterion) (GET /v1/judge names the rubric, its families and criteria), or POST the item "
-                "to /v1/score",
-                param="messages",
-                code="not_a_judge_prompt",
-            )
         for path, where in zip(req.images, req.image_parts, strict=True):
             try:
                 opened.append(open_image(path, service.image_limits))
@@ -156,23 +156,48 @@ def complete(
                 raise RequestError(f"{where}: {e}", param=where, code="invalid_image") from None
         if match is not None:
             answer = _score(service, req, match)  # the engine opens the images itself, as /v1/score does
-        else:
-            answer = _generate(service, req, opened)
+        else:  # a tool's own grading prompt (a registered protocol), else plain generation
+            answer = protocols.respond(service, req)
+            if answer is None and service.cfg.chat == "judge-only":
+                raise RequestError(
+                    "`messages`: this server answers only its judge's own rubric prompt and the tools' grading "
+                    "prompts it recognises (--chat judge-only), and this conversation is neither. Build the "
+                    "judge's prompt with judge.judge_chat_messages(rubric, item, criterion) (GET /v1/judge "
+                    "names the rubric, its families and criteria), or POST the item to /v1/score; "
+                    + protocols.unrecognised_message(),
+                    param="messages",
+                    code="not_a_judge_prompt",
+                )
+            if answer is None:
+                if fmt.kind != "text":
+                    formatted(fmt, "", None, False)  # refused before generating: text is held to no format
+                _refuse_sampling(req.sampling_ignored, service.cfg.sampling)
+                if streamer is not None:
+                    streamer.begin(req)  # the stream's headers go out now; tokens follow as generated
+                answer = _generate(service, req, opened, streamer)
+        answer.content = formatted(fmt, answer.content, answer.judge, protocols.json_reply(answer.judge))
     except RequestError as e:  # in the client's terms: no path of the server's disk in an answer
         raise RequestError(images.scrub(str(e)) or "", e.status, param=e.param, code=e.code) from None
     finally:
         for im in opened:
             im.close()
         images.cleanup()
-    headers = {"X-Judge-Scored": "true" if answer.judge is not None else "false"}
+    scored = answer.judge is not None and answer.judge.get("scored", True)
+    headers = {"X-Judge-Scored": "true" if scored else "false"}
+    if answer.judge is not None and "protocol" in answer.judge:
+        headers["X-Judge-Protocol"] = answer.judge["protocol"]
     if req.sampling_ignored:
         headers["X-Judge-Sampling"] = f"greedy ({req.sampling_ignored} decoded greedily)"
     return _completion(service, req, answer), headers
 
 
-def parse_request(service: JudgeService, body: Mapping[str, Any], images: RequestImages) -> ChatRequest:
+def parse_request(
+    service: JudgeService, body: Mapping[str, Any], images: RequestImages, *, sampled_scores: bool = False
+) -> ChatRequest:
     """Validate ``body`` as OpenAI does (errors name the field) and make its images local files in
-    ``images``' folder (data URLs) or under ``--image-root`` (paths); nothing is fetched."""
+    ``images``' folder (data URLs) or under ``--image-root`` (paths); nothing is fetched. ``sampled_scores``:
+    sampling settings are not refused here but recorded (a scored reply is read, not sampled), and
+    generation refuses them (:func:`_refuse_sampling`)."""
     model = body.get("model")
     served = ", ".join(repr(n) for n in service.served_names)
     if not isinstance(model, str) or not model:
@@ -187,7 +212,7 @@ def parse_request(service: JudgeService, body: Mapping[str, Any], images: Reques
             param="model",
             code="model_not_found",
         )
-    ignored = _check_sampling(body, service.cfg.sampling)
+    ignored = _check_sampling(body, "greedy" if sampled_scores else service.cfg.sampling)
     legacy = _optional_int(body, "max_tokens", lo=1)
     asked = _optional_int(body, "max_completion_tokens", lo=1)  # the newer name wins when both are sent
     asked = asked if asked is not None else legacy
@@ -241,34 +266,28 @@ def _check_sampling(body: Mapping[str, Any], policy: str) -> str | None:
         asked.append(f"temperature {temperature:g}")
     if top_p is not None and top_p < 1:
         asked.append(f"top_p {top_p:g}")
-    if asked and policy != "greedy":
-        raise RequestError(
-            f"`{asked[0].split()[0]}` {asked[0].split()[1]}: this server decodes greedily (the judge's scores "
-            "are read, not sampled); send temperature 0 or leave it out, or start the server with "
-            "--sampling greedy to accept sampling settings and decode greedily anyway",
-            param=asked[0].split()[0],
-            code="sampling_not_supported",
-        )
+    _refuse_sampling(", ".join(asked) or None, policy)
     n = _optional_int(body, "n", lo=1)
     if n is not None and n != 1:
         raise RequestError(
             f"`n` {n}: only 1 choice per request is supported (greedy decoding gives one)", param="n"
         )
-    if _optional_bool(body, "stream"):
-        raise RequestError(
-            "`stream`: streaming is not supported; send `stream: false` or leave it out", param="stream"
-        )
+    _optional_bool(body, "stream")  # true: answered as server-sent events (judge.serve.streaming)
     _optional_int(body, "seed")
-    fmt = body.get("response_format")
-    if fmt is not None:
-        kind = fmt.get("type") if isinstance(fmt, Mapping) else None
-        if kind != "text":
-            raise RequestError(
-                f"`response_format.type` {kind!r} is not supported: this server does not constrain its "
-                "output; send {'type': 'text'} or leave `response_format` out",
-                param="response_format",
-            )
     return ", ".join(asked) or None
+
+
+def _refuse_sampling(asked: str | None, policy: str) -> None:
+    """Generation asked to sample (``asked``: what it asked for) is refused unless ``policy`` is greedy."""
+    if asked and policy != "greedy":
+        name, value = asked.split(",")[0].split()
+        raise RequestError(
+            f"`{name}` {value}: this server decodes greedily (the judge's scores are read, not sampled); send "
+            "temperature 0 or leave it out, or start the server with --sampling greedy to accept sampling "
+            "settings and decode greedily anyway",
+            param=name,
+            code="sampling_not_supported",
+        )
 
 
 def _messages(raw: Any) -> tuple[list[dict], list[tuple[str, str]]]:
@@ -543,8 +562,9 @@ def _score(service: JudgeService, req: ChatRequest, match: JudgeMatch) -> _Answe
 # ----------------------------------------------------------------------------- generation
 
 
-def _generate(service: JudgeService, req: ChatRequest, images: list) -> _Answer:
-    """Greedy generation with the judge model, under the model lock."""
+def _generate(service: JudgeService, req: ChatRequest, images: list, streamer: Any = None) -> _Answer:
+    """Greedy generation with the judge model, under the model lock; ``streamer`` (transformers' streamer
+    interface) is handed the tokens as they are generated."""
     import torch
     from transformers import GenerationConfig
 
@@ -577,6 +597,7 @@ def _generate(service: JudgeService, req: ChatRequest, images: list) -> _Answer:
             attention_mask=torch.ones_like(input_ids),
             generation_config=config,
             tokenizer=tok,  # for stop_strings
+            streamer=streamer,
             **extra,
         )
     if time.monotonic() > req.deadline:
@@ -810,8 +831,17 @@ def score_from_logprobs(top_logprobs: Sequence[Any], scale: Sequence[int] = tupl
     """The judge's expected score from an OpenAI-style reply's ``top_logprobs`` of its one score token: the
     scale values' probabilities, renormalised, weighting the values (what ``/v1/score`` computes from the
     same distribution). Entries are objects with ``token`` and ``logprob`` (the openai, litellm and
-    inspect-ai types) or such dicts. ``None`` when no scale value is among them; ask for ``top_logprobs``
-    of at least the scale's size (7 for 0-6) to get all of them."""
+    inspect-ai types) or such dicts. ``None`` when no scale value is among them.
+
+    Raises ValueError when there are fewer entries than the scale has values (ask for ``top_logprobs`` of at
+    least the scale's size, 7 for 0-6): the missing values' probability would be dropped, and the score
+    silently wrong."""
+    if len(top_logprobs) < len(scale):
+        raise ValueError(
+            f"score_from_logprobs got {len(top_logprobs)} top_logprobs, but the scale has {len(scale)} values "
+            f"({min(scale)}-{max(scale)}): ask for top_logprobs={len(scale)} or more, or the score leaves out "
+            "the probability of the values not returned"
+        )
     probs: dict[int, float] = {}
     for entry in top_logprobs:
         token = entry.get("token") if isinstance(entry, Mapping) else getattr(entry, "token", None)

@@ -39,13 +39,24 @@ class ServeConfig(Settings):
     )
     chat: Literal["any", "judge-only"] = Field(
         "any",
-        description="any: /v1/chat/completions answers the judge's own prompt with its score and any other "
-        "conversation with greedy generation (marked unscored); judge-only: other conversations get a 422",
+        description="any: /v1/chat/completions answers the judge's own prompt and the tools' grading prompts it "
+        "recognises with scores, and any other conversation with greedy generation (marked unscored); "
+        "judge-only: other conversations get a 422 listing the prompts it answers",
     )
     sampling: Literal["refuse", "greedy"] = Field(
         "refuse",
-        description="refuse: a chat request asking to sample (temperature above 0, top_p below 1) gets a "
-        "422; greedy: it is accepted and decoded greedily, which the X-Judge-Sampling header says",
+        description="refuse: a chat request asking to sample (temperature above 0, top_p below 1) for "
+        "generated text gets a 422 (a scored reply is read, not sampled: accepted either way); greedy: it is "
+        "accepted and decoded greedily; the X-Judge-Sampling header says so",
+    )
+    protocol_task: str | None = Field(
+        None,
+        description="the task family a tool's own grading prompt (prometheus-eval, inspect-ai, lmms-eval, "
+        "G-Eval, MT-Bench) is scored on at /v1/chat/completions (default: reward_task, else the rubric's only "
+        "family)",
+    )
+    protocol_criterion: str = Field(
+        "overall", description="the criterion a tool's own grading prompt is scored on (default overall)"
     )
     reward_task: str | None = Field(
         None,

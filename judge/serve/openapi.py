@@ -82,12 +82,31 @@ class ChatMessage(BaseModel):
     content: str | list[TextPart | ImagePart]
 
 
+class JsonSchema(BaseModel):
+    name: str | None = None
+    schema_: dict[str, Any] = Field(
+        alias="schema",
+        description="an object schema with one number (or integer) property, the score, and otherwise strings",
+    )
+    strict: bool | None = None
+
+
 class ResponseFormat(BaseModel):
-    type: Literal["text"]
+    type: Literal["text", "json_object", "json_schema"] = Field(
+        description="text; json_object or json_schema only for a scored reply (the judge's own prompt or a "
+        "tool's grading prompt it recognises); generated text is not held to a format (422)"
+    )
+    json_schema: JsonSchema | None = None
+
+
+class StreamOptions(BaseModel):
+    include_usage: bool | None = None
 
 
 class ChatCompletionRequest(BaseModel):
-    """``POST /v1/chat/completions``, OpenAI's shape; fields it does not name are accepted and ignored."""
+    """``POST /v1/chat/completions``, OpenAI's shape. ``tools``, ``tool_choice``, ``functions``, ``logit_bias`` and
+    non-zero ``frequency_penalty``/``presence_penalty`` are refused (422): nothing the server cannot honour is
+    ignored."""
 
     model_config = ConfigDict(extra="allow")
 
@@ -98,7 +117,10 @@ class ChatCompletionRequest(BaseModel):
     temperature: float | None = Field(None, description="0 or absent: decoding is greedy")
     top_p: float | None = Field(None, ge=0, le=1)
     n: int | None = Field(None, ge=1, le=1)
-    stream: bool | None = Field(None, description="false or absent")
+    stream: bool | None = Field(
+        None, description="true: the reply as server-sent events (chat.completion.chunk objects, then [DONE])"
+    )
+    stream_options: StreamOptions | None = Field(None, description="with stream: a final usage chunk")
     stop: str | list[str] | None = None
     logprobs: bool | None = None
     top_logprobs: int | None = Field(None, ge=0, le=20)

@@ -22,6 +22,7 @@ criterion) is a 4xx naming the field.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -34,6 +35,8 @@ from judge.serve.service import ImageIntake, JudgeService, RequestError, Request
 
 #: The request's fields with an entry per query: what is wrong in one entry costs that query alone.
 PER_QUERY = ("query", "prompts", "labels", "images")
+
+logger = logging.getLogger(__name__)
 
 
 class RewardRequest(BaseModel):
@@ -65,6 +68,12 @@ def settle_target(service: JudgeService, body: RewardRequest) -> tuple[str, str]
     task = body.task or cfg.reward_task
     if task is None:
         if len(rubric.families) != 1:
+            _warn_once(
+                f"a reward request named no `task` and the server has no --reward-task (rubric {rubric.name!r} "
+                f"has {', '.join(rubric.families)}): it was refused with a 422, and so will every such request "
+                "(OpenRLHF logs only '422 Unprocessable Entity' and trains on with reward None); restart with "
+                "--reward-task FAMILY"
+            )
             raise RequestError(
                 f"`task`: say which task family of rubric {rubric.name!r} the queries are "
                 f"({', '.join(rubric.families)}): in the request, or with judge-serve --reward-task",
@@ -85,6 +94,15 @@ def settle_target(service: JudgeService, body: RewardRequest) -> tuple[str, str]
             param="criterion",
         )
     return task, criterion
+
+
+_WARNED: set[str] = set()
+
+
+def _warn_once(message: str) -> None:
+    if message not in _WARNED:
+        _WARNED.add(message)
+        logger.warning(message)
 
 
 def items_of(body: RewardRequest, task: str) -> list[dict[str, Any]]:

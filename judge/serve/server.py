@@ -53,8 +53,39 @@ def banner(service: JudgeService, url: str) -> str:
             f"body {cfg.max_body_mb:g} MB, "
             f"queue {cfg.max_queue} items, batch {cfg.max_batch_tokens} tokens, wait {cfg.max_wait_ms:g} ms, "
             f"padding {cfg.max_padding:.0%}, timeout {cfg.timeout_s:g} s",
+            *targets(service),
         ]
     )
+
+
+def targets(service: JudgeService) -> list[str]:
+    """What the reward routes and the tools' grading prompts are scored on, or why they have no default: a
+    client that sends no task (OpenRLHF) would otherwise see only 422s it does not print."""
+    from judge.serve.protocols import REGISTRY, protocol_target
+
+    cfg, rubric = service.cfg, service.rubric
+    families = ", ".join(rubric.families)
+    if cfg.reward_task or len(rubric.families) == 1:
+        task = cfg.reward_task or next(iter(rubric.families))
+        reward = (
+            f"  reward routes (/get_reward, /v1/reward): task family {task}, criterion {cfg.reward_criterion}"
+        )
+    else:
+        reward = (
+            f"  reward routes (/get_reward, /v1/reward): NO default task family: rubric {rubric.name} has "
+            f"{families}, so every request that does not name `task` (OpenRLHF's never do) is refused with a "
+            "422; start with --reward-task FAMILY"
+        )
+    target = protocol_target(cfg, rubric)
+    tools = ", ".join(dict.fromkeys(p.tool.split(" (")[0] for p in REGISTRY.values()))
+    if isinstance(target, str):
+        protocols = f"  tools' grading prompts ({tools}): refused with a 422: {target}"
+    else:
+        protocols = (
+            f"  tools' grading prompts ({tools}): scored on task family {target[0]}, criterion {target[1]} "
+            "(not on the tools' own rubric text)"
+        )
+    return [reward, protocols]
 
 
 def serve(cfg: ServeConfig) -> int:

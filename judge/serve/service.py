@@ -237,6 +237,9 @@ class JudgeService:
         self.draining = False
         self.loaded_at: float | None = None
         self._check_reward_target()
+        from judge.serve.protocols.base import protocol_target
+
+        protocol_target(cfg, self.rubric)  # a family or criterion the rubric lacks fails at start
         self._image_root = Path(cfg.image_root).resolve() if cfg.image_root else None
         if self._image_root is not None and not self._image_root.is_dir():
             raise ConfigError(f"`image_root` {cfg.image_root!r} is not a folder")

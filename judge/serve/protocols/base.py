@@ -1,0 +1,299 @@
+"""What a judge protocol is, the registry, and the pieces every protocol uses to read a tool's prompt.
+
+A **protocol** is one tool's grading prompt: how to recognise it (:meth:`Protocol.match`, from the
+template's stable markers), what a judge needs from it (:meth:`Protocol.extract`: the question, the
+response or responses under evaluation, the reference answer, the tool's own criterion text, the images)
+and the answer the tool's parser expects (:meth:`Protocol.render`, on the tool's scale, from the
+:mod:`~judge.serve.protocols.scales` mappings). Each protocol module registers its protocols where they
+are defined (:func:`register_protocol`), as the benchmarks do; :mod:`judge.serve.protocols.reply`
+scores what was extracted with the engine the chat route uses.
+
+A request is read as a :class:`Prompt`: its system messages' text, and its one user message flattened to
+one string in which each image part is :data:`IMAGE` (clients split or merge text parts freely). A
+conversation with an assistant turn or several user messages is no tool's grading prompt.
+"""
+
+from __future__ import annotations
+
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from judge.core.errors import JudgeError
+from judge.core.rubric import Rubric
+
+#: Stands for an image in a flattened prompt (as in :mod:`judge.serve.chat`).
+IMAGE = "\x00"
+
+Content = list[dict[str, Any]]  #: text and image parts, as a prediction record holds them
+
+
+class ProtocolError(JudgeError):
+    """A prompt that carries a tool's markers but not the structure its template gives (a 422)."""
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """A chat request as the protocols read it: ``system`` (the system messages' text), ``text`` (the one
+    user message, each image part as :data:`IMAGE`) and ``images`` (local files, in order)."""
+
+    system: str
+    text: str
+    images: tuple[str, ...]
+
+    @classmethod
+    def of(cls, messages: Sequence[Mapping[str, Any]], images: Sequence[str]) -> Prompt | None:
+        """The prompt of chat-template messages (``{"role", "content": [{"type": "text"|"image"}]}``);
+        None for a conversation that is not one user message after any system messages."""
+        system = [m for m in messages if m["role"] == "system"]
+        rest = [m for m in messages if m["role"] != "system"]
+        if len(rest) != 1 or rest[0]["role"] != "user" or messages[-1]["role"] != "user":
+            return None
+        flat = "".join(p["text"] if p["type"] == "text" else IMAGE for p in rest[0]["content"])
+        sys_text = "\n".join(p.get("text", "") for m in system for p in m["content"])
+        if flat.count(IMAGE) != len(images):
+            return None
+        return cls(sys_text, flat, tuple(images))
+
+    @property
+    def whole(self) -> str:
+        """System and user text together: where a tool's instructions may sit."""
+        return f"{self.system}\n{self.text}" if self.system else self.text
+
+    def content(self, start: int, end: int) -> Content:
+        """The user text between ``start`` and ``end`` as content parts, each image in its place; the
+        text is stripped at both ends (templates pad their fields with blank lines)."""
+        out: Content = []
+        numbers = _image_numbers(self.text)
+        piece = self.text[start:end]
+        offset = start
+        for k, chunk in enumerate(piece.split(IMAGE)):
+            if k:
+                out.append({"type": "image", "image": self.images[numbers[offset - 1]]})
+            if chunk:
+                out.append({"type": "text", "text": chunk})
+            offset += len(chunk) + 1
+        return _strip(out)
+
+    def images_outside(self, spans: Sequence[tuple[int, int]]) -> Content:
+        """The images outside every span (before a template's text or appended after it, as lmms-eval's
+        ``Request.images`` are): they go with the question."""
+        numbers = _image_numbers(self.text)
+        return [
+            {"type": "image", "image": self.images[k]}
+            for pos, k in numbers.items()
+            if not any(a <= pos < b for a, b in spans)
+        ]
+
+
+def _image_numbers(text: str) -> dict[int, int]:
+    """Position of each image marker -> its index among the images."""
+    return {pos: k for k, pos in enumerate(i for i, ch in enumerate(text) if ch == IMAGE)}
+
+
+def _strip(parts: Content) -> Content:
+    if parts and parts[0]["type"] == "text":
+        parts[0] = {"type": "text", "text": parts[0]["text"].lstrip()}
+    if parts and parts[-1]["type"] == "text":
+        parts[-1] = {"type": "text", "text": parts[-1]["text"].rstrip()}
+    return [p for p in parts if p["type"] != "text" or p["text"]]
+
+
+def text_of(parts: Content) -> str:
+    """The text of content parts (images left out)."""
+    return "".join(p["text"] for p in parts if p["type"] == "text")
+
+
+def fields(prompt: Prompt, markers: Sequence[str], *, end: str | None = None) -> list[tuple[int, int]]:
+    """Spans of the user text between consecutive ``markers`` (regular expressions, found in order, each
+    after the previous one), the last field running to ``end`` (a pattern searched after it) or to the end
+    of the text. Raises :class:`ProtocolError` when a marker is missing."""
+    spans: list[tuple[int, int]] = []
+    pos = 0
+    starts: list[int] = []
+    for pattern in markers:
+        m = re.compile(pattern).search(prompt.text, pos)
+        if m is None:
+            raise ProtocolError(f"the prompt has no {_shown(pattern)} where its template puts one")
+        if starts:
+            spans.append((starts[-1], m.start()))
+        starts.append(m.end())
+        pos = m.end()
+    stop = len(prompt.text)
+    if end is not None:
+        m = re.compile(end).search(prompt.text, pos)
+        if m is None:
+            raise ProtocolError(f"the prompt has no {_shown(end)} where its template puts one")
+        stop = m.start()
+    spans.append((starts[-1], stop))
+    return spans
+
+
+def _shown(pattern: str) -> str:
+    return repr(re.sub(r"\\(.)", r"\1", pattern).replace("\\s*", " ").replace("\\n", "\n")[:60])
+
+
+def number_range(text: str, default: tuple[int, int]) -> tuple[int, int]:
+    """The first "from A to B" / "A-B" / "A and B" integer range a tool's instructions state, else
+    ``default``."""
+    m = re.search(r"(?:scale of|from|between)\s+(-?\d+)\s+(?:to|and)\s+(-?\d+)", text, re.I)
+    if m is None:
+        m = re.search(r"\(\s*(-?\d+)\s*(?:-|to)\s*(-?\d+)\s*\)", text)
+    if m is not None and int(m.group(2)) > int(m.group(1)):
+        return int(m.group(1)), int(m.group(2))
+    return default
+
+
+# ----------------------------------------------------------------------------- what a protocol gives
+
+
+Mode = Literal["point", "pair", "criteria", "none"]
+
+
+@dataclass
+class Task:
+    """What a protocol extracted: the item to score and what its answer needs.
+
+    ``mode``: ``point`` (one response, scored), ``pair`` (two responses, compared), ``criteria`` (one
+    response scored on several of the judge's criteria, ``criteria`` naming them per key of the tool's
+    rubric), ``none`` (nothing to score: the answer is rendered from the prompt alone). ``criterion_text``:
+    the tool's own rubric or criterion, reported (the judge scores its own criteria). ``options``: what the
+    render needs (the tool's scale, the tokens it asks for)."""
+
+    mode: Mode
+    question: Content
+    responses: list[Content]
+    reference: Content | None = None
+    criterion_text: str | None = None
+    criteria: dict[str, str | None] = field(
+        default_factory=dict
+    )  #: tool key -> judge criterion (None: default)
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Reading:
+    """The judge's calibrated reading of one response on one criterion: its expected score (the mean of the
+    calibrated distribution; the calibrated score) on the rubric's scale ``lo``..``hi``."""
+
+    expected: float
+    lo: int
+    hi: int
+
+    @property
+    def unit(self) -> float:
+        """The expected score scaled to [0, 1]."""
+        return (self.expected - self.lo) / (self.hi - self.lo)
+
+
+@dataclass
+class Outcome:
+    """The judge's readings for a task: per response (``point``, ``pair``) or per tool key (``criteria``),
+    and for a pair, the preference (:class:`~judge.models.preference.Preference`)."""
+
+    readings: list[Reading] = field(default_factory=list)
+    by_key: dict[str, Reading] = field(default_factory=dict)
+    preference: Any = None
+
+
+class Protocol(ABC):
+    """One tool's grading prompt (see the module doc). Subclasses set ``name`` (``prometheus-absolute``),
+    ``tool`` (the package, as pip names it), ``answer`` (what the reply holds, for the docs and the 422 that
+    lists protocols) and ``scale`` (the kind of scale, a name in :mod:`~judge.serve.protocols.scales`)."""
+
+    name: str
+    tool: str
+    answer: str
+    scale: str
+    json_reply: bool = False  #: the rendered answer is a JSON object (honours response_format json_object)
+
+    @abstractmethod
+    def match(self, prompt: Prompt) -> bool:
+        """Whether ``prompt`` is this tool's grading prompt (its stable markers are there)."""
+
+    @abstractmethod
+    def extract(self, prompt: Prompt, rubric: Rubric) -> Task:
+        """What the judge needs; raises :class:`ProtocolError` when the prompt has the markers but not the
+        template's structure."""
+
+    @abstractmethod
+    def render(self, task: Task, outcome: Outcome, note: str) -> str:
+        """The reply's content: the answer the tool's parser reads, on its scale; ``note`` says what the
+        judge scored (its family and criterion), for the free-text part of the answer where there is one."""
+
+    def value(self, task: Task, outcome: Outcome) -> float | None:
+        """The answer's one number on the tool's scale, where it has one (a JSON schema's number gets it)."""
+        return None
+
+
+#: name -> protocol, in registration order (the first that matches a prompt answers it).
+REGISTRY: dict[str, Protocol] = {}
+
+
+def register_protocol(protocol: Protocol) -> Protocol:
+    """Add a protocol to the registry; a second one of the same name is an error."""
+    if protocol.name in REGISTRY:
+        raise ValueError(f"a protocol named {protocol.name!r} is registered already")
+    REGISTRY[protocol.name] = protocol
+    return protocol
+
+
+def find_protocol(prompt: Prompt) -> Protocol | None:
+    """The first registered protocol that recognises ``prompt``."""
+    return next((p for p in REGISTRY.values() if p.match(prompt)), None)
+
+
+def protocol_target(cfg: Any, rubric: Rubric) -> tuple[str, str] | str:
+    """The (task family, criterion) tool prompts are scored on, from the server's settings
+    (``protocol_task``, else ``reward_task``, else the rubric's only family; ``protocol_criterion``), or,
+    when the rubric has several families and none is set, why there is none. Raises ConfigError for a
+    family or criterion the rubric does not have."""
+    from judge.core.errors import ConfigError
+
+    task = cfg.protocol_task or cfg.reward_task
+    families = rubric.families
+    if task is None:
+        if len(families) != 1:
+            return (
+                f"the server was not told which task family of rubric {rubric.name!r} "
+                f"({', '.join(families)}) to score tools' prompts on: start judge-serve with --protocol-task "
+                "FAMILY (or --reward-task FAMILY)"
+            )
+        task = next(iter(families))
+    if task not in families:
+        raise ConfigError(
+            f"`protocol_task` {task!r} is not a family of rubric {rubric.name!r} ({', '.join(families)})"
+        )
+    if cfg.protocol_criterion not in families[task].criterion_ids:
+        raise ConfigError(
+            f"`protocol_criterion` {cfg.protocol_criterion!r} is not a criterion of family {task!r} "
+            f"({', '.join(families[task].criterion_ids)})"
+        )
+    return task, cfg.protocol_criterion
+
+
+def protocol_list() -> str:
+    """The registered protocols, one per line, for errors and the startup banner."""
+    return "; ".join(f"{p.name} ({p.tool}: {p.answer})" for p in REGISTRY.values())
+
+
+__all__ = [
+    "IMAGE",
+    "REGISTRY",
+    "Content",
+    "Outcome",
+    "Prompt",
+    "Protocol",
+    "ProtocolError",
+    "Reading",
+    "Task",
+    "fields",
+    "find_protocol",
+    "number_range",
+    "protocol_list",
+    "protocol_target",
+    "register_protocol",
+    "text_of",
+]

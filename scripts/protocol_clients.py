@@ -1,0 +1,317 @@
+"""Each evaluation tool's own grading call against a judge-serve of the tiny judge, and what it returned.
+
+Starts a ``judge-serve`` (``--judge tiny --rubric mmie``, served as ``tiny`` and ``gpt-4o``, plus
+``--protocol-task SA`` when the server's code has that flag) from ``--server-src`` (default: this
+checkout; a checkout of an older commit gives the "before" column), runs each tool's call on one item
+(question "What is 3+5?", response "8", reference "8") with the tools' default settings, and prints what
+each returned beside the judge's reading of the same item (``/v1/score`` of this checkout's server, task
+family SA, criterion overall) mapped to the tool's scale (``judge.serve.protocols.scales``). Writes JSON
+(``benchmarks/results/protocol_clients_cpu.json`` or ``--out``).
+
+    python scripts/protocol_clients.py                                  # after
+    git archive OLD | tar -x -C /tmp/old && python scripts/protocol_clients.py --server-src /tmp/old \\
+        --out /tmp/before.json                                          # before
+
+The tools come from the dev extra and ``tests/requirements-clients.txt`` (``.clients``). A call is given
+``--call-timeout`` seconds (a tool retrying generated text can take minutes); what it raised is reported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib.metadata
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "scripts"))
+sys.path.append(str(REPO / ".clients"))
+
+from bench_huge_images import run_facts  # noqa: E402
+
+Q, R, REF = "What is 3+5?", "8", "8"
+
+
+def start(src: Path, log: Path) -> tuple[str, subprocess.Popen]:
+    help_text = subprocess.run([sys.executable, "-m", "judge.cli.serve", "--help"], cwd=src, capture_output=True,
+                               text=True, env={**os.environ, "PYTHONPATH": str(src)}).stdout  # fmt: skip
+    args = [
+        "--judge",
+        "tiny",
+        "--rubric",
+        "mmie",
+        "--served-name",
+        "tiny",
+        "--served-name",
+        "gpt-4o",
+        "--port",
+        "0",
+    ]
+    if "--protocol-task" in help_text:
+        args += ["--protocol-task", "SA"]
+    env = {**os.environ, "PYTHONPATH": str(src), "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "judge.cli.serve", *args], cwd=src, env=env, stdout=out,
+                                stderr=subprocess.STDOUT)  # fmt: skip
+    deadline = time.monotonic() + 300
+    url = None
+    while time.monotonic() < deadline:
+        text = log.read_text()
+        if url is None and "listening on " in text:
+            url = text.split("listening on ")[1].split()[0]
+        if url is not None:
+            try:
+                if httpx.get(url + "/ready", timeout=2).status_code == 200:
+                    return url, proc
+            except httpx.TransportError:
+                pass
+        if proc.poll() is not None:
+            break
+        time.sleep(0.3)
+    proc.kill()
+    raise SystemExit(f"judge-serve did not start:\n{log.read_text()}")
+
+
+def bounded(fn: Callable[[], Any], seconds: float) -> tuple[Any, float]:
+    """``fn()``'s value (or what it raised, as text), and its seconds; past ``seconds`` it is left running."""
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as e:  # a tool's own failure is a result here
+            box["value"] = f"raised {type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''}"
+
+    t0 = time.perf_counter()
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    took = time.perf_counter() - t0
+    return box.get("value", f"no answer within {seconds:g} s"), took
+
+
+IMAGE = REPO / "annotations" / "demo" / "images" / "sa-000-q0.png"
+
+
+def _rewardbench():
+    """lmms-eval's multimodal_rewardbench task module, loaded from its file (its package imports much)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "mmrb_utils", REPO / ".clients" / "lmms_eval" / "tasks" / "multimodal_rewardbench" / "utils.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def calls(url: str) -> list[tuple[str, str, str, Callable[[], Any]]]:
+    """(tool, package, its grading call, a function making it)."""
+    os.environ.update(OPENAI_API_KEY="unused", OPENAI_API_URL=url + "/v1", JUDGE_BASE_URL=url + "/v1",
+                      JUDGE_API_KEY="unused", LITELLM_LOCAL_MODEL_COST_MAP="True", DEEPEVAL_TELEMETRY_OPT_OUT="1")  # fmt: skip
+    rubric = "[Is the answer correct?]\nScore 1: wrong\nScore 2: -\nScore 3: -\nScore 4: -\nScore 5: right"
+
+    def prometheus(relative: bool):
+        from prometheus_eval import PrometheusEval
+        from prometheus_eval.litellm import LiteLLM
+        from prometheus_eval.prompts import ABSOLUTE_PROMPT, RELATIVE_PROMPT
+
+        judge = PrometheusEval(model=LiteLLM("openai/tiny", api_base=url + "/v1"),
+                               absolute_grade_template=ABSOLUTE_PROMPT, relative_grade_template=RELATIVE_PROMPT)  # fmt: skip
+        if relative:
+            return judge.single_relative_grade(instruction=Q, response_A=R, response_B="9", rubric=rubric,
+                                               reference_answer=REF)[1]  # fmt: skip
+        return judge.single_absolute_grade(instruction=Q, response=R, rubric=rubric, reference_answer=REF)[1]
+
+    def inspect(kind: str):
+        from inspect_ai.model import ChatMessageUser, ModelOutput, get_model
+        from inspect_ai.scorer import Target, model_graded_fact, model_graded_qa
+        from inspect_ai.solver import TaskState
+
+        grader = get_model("openai-api/judge/tiny")
+        scorer = model_graded_qa(model=grader) if kind == "qa" else model_graded_fact(model=grader)
+        state = TaskState(model="mockllm/model", sample_id=1, epoch=1, input=Q, messages=[ChatMessageUser(content=Q)],
+                          output=ModelOutput.from_content("mockllm/model", R))  # fmt: skip
+        return asyncio.run(scorer(state, Target(REF))).value
+
+    def lmms():
+        from lmms_eval.llm_judge.protocol import ServerConfig
+        from lmms_eval.llm_judge.providers.openai import OpenAIProvider
+
+        return OpenAIProvider(ServerConfig(model_name="tiny", num_retries=1))
+
+    def geval(model: str):
+        from deepeval.metrics import GEval
+        from deepeval.models import GPTModel
+        from deepeval.test_case import LLMTestCase, SingleTurnParams
+
+        metric = GEval(name="Correctness", criteria="Is the actual output a correct answer to the input?",
+                       evaluation_params=[SingleTurnParams.INPUT, SingleTurnParams.ACTUAL_OUTPUT], async_mode=False,
+                       model=GPTModel(model=model, base_url=url + "/v1", api_key="unused"))  # fmt: skip
+        return round(metric.measure(LLMTestCase(input=Q, actual_output=R)), 4)
+
+    def rewardbench():
+        from lmms_eval.llm_judge.protocol import Request
+        from PIL import Image
+
+        provider = lmms()
+        doc = {"Text": "Describe the image.", "Output1": "Nothing.", "Output2": "A red square."}
+        with Image.open(IMAGE) as im:
+            reply = provider.evaluate(Request(messages=[{"role": "user", "content": _rewardbench().get_judge_prompt(doc)}],
+                                              images=[im.convert("RGB")], config=provider.config))  # fmt: skip
+        return _rewardbench().extract_judgment(reply.content)
+
+    def mt_bench_single():
+        import re
+
+        from openai import OpenAI
+
+        user = ('[Instruction]\nJudge the answer. Rate it on a scale of 1 to 10 in this format: "[[rating]]", e.g. '
+                f'"Rating: [[5]]".\n\n[Question]\n{Q}\n\n[The Start of Assistant\'s Answer]\n{R}\n'
+                "[The End of Assistant's Answer]")  # fmt: skip
+        reply = OpenAI(base_url=url + "/v1", api_key="unused", max_retries=0).chat.completions.create(
+            model="tiny", temperature=0, max_tokens=2048,
+            messages=[{"role": "system", "content": "You are a helpful assistant."}, {"role": "user", "content": user}],
+        )  # fmt: skip
+        m = re.search(r"\[\[(\d+\.?\d*)\]\]", reply.choices[0].message.content or "")  # FastChat's pattern
+        return float(m.group(1)) if m else -1
+
+    return [
+        ("prometheus-eval", "prometheus-eval", "single_absolute_grade", lambda: prometheus(False)),
+        ("prometheus-eval", "prometheus-eval", "single_relative_grade (B: '9')", lambda: prometheus(True)),
+        ("inspect-ai", "inspect-ai", "model_graded_qa", lambda: inspect("qa")),
+        ("inspect-ai", "inspect-ai", "model_graded_fact", lambda: inspect("fact")),
+        ("lmms-eval", "lmms-eval", "evaluate_binary", lambda: lmms().evaluate_binary(question=Q, answer=REF, prediction=R)["result"]),
+        ("lmms-eval", "lmms-eval", "evaluate_with_rubric {accuracy: 1-10}",
+         lambda: lmms().evaluate_with_rubric(question=Q, prediction=R, rubric={"accuracy": "correct? (1-10)"})["scores"]),
+        ("lmms-eval", "lmms-eval", "evaluate_comparative (B: '9')",
+         lambda: lmms().evaluate_comparative(question=Q, response1=R, response2="9")["scores"]),
+        ("deepeval", "deepeval", "GEval.measure (model tiny: JSON score)", lambda: geval("tiny")),
+        ("deepeval", "deepeval", "GEval.measure (model gpt-4o: logprobs)", lambda: geval("gpt-4o")),
+        ("lmms-eval", "lmms-eval", "multimodal_rewardbench extract_judgment", rewardbench),
+        ("MT-Bench format", "openai", "single grading, Rating: [[n]]", mt_bench_single),
+    ]  # fmt: skip
+
+
+def wanted(url: str) -> list[Any]:
+    """The judge's reading of the same items (/v1/score) mapped to each call's scale, in ``calls``' order."""
+    from judge.models.preference import record_preference
+    from judge.serve.protocols import scales
+    from judge.serve.protocols.base import Reading
+
+    def read(response: str, ref: str | None = REF) -> dict:
+        item = {
+            "id": "x",
+            "task": "SA",
+            "question": Q,
+            "response": response,
+            **({"reference": ref} if ref else {}),
+        }
+        r = httpx.post(url + "/v1/score", json={"items": [item], "criteria": ["overall"]}, timeout=60)
+        return r.json()["results"][0]["scores"]["overall"]
+
+    good, bad = read(R), read("9")
+    from lmms_eval.models.model_utils.media_encoder import encode_image_to_base64
+    from PIL import Image
+
+    with Image.open(IMAGE) as im:
+        jpeg = encode_image_to_base64(im.convert("RGB"), image_format="JPEG", convert_rgb=True, quality=85)
+    question = [
+        {"type": "text", "text": "Describe the image."},
+        {"type": "image", "image": f"data:image/jpeg;base64,{jpeg}"},
+    ]
+
+    def read_q(response: str) -> dict:
+        item = {"id": "x", "task": "SA", "question": question, "response": response}
+        r = httpx.post(url + "/v1/score", json={"items": [item], "criteria": ["overall"]}, timeout=60)
+        return r.json()["results"][0]["scores"]["overall"]
+
+    plain_good, plain_bad = read(R, None), read("9", None)
+    g = Reading(good["score"], 0, 6)
+
+    class _R:
+        def __init__(self, d: dict):
+            self.__dict__.update({"raw_score": None, "id": "x", **d})
+
+    pref = record_preference(_R(good), _R(bad), list(range(7))).p_first_better
+    p = Reading(plain_good["score"], 0, 6)
+    return [
+        scales.integer_scale(g, 1, 5),
+        scales.preference_verdict(pref, ties=False),
+        scales.grade(g, partial=False),
+        scales.grade(g, partial=False),
+        int(scales.binary(g)),
+        {"accuracy": scales.integer_scale(p, 1, 10)},
+        (
+            float(scales.integer_scale(p, 1, 10)),
+            float(scales.integer_scale(Reading(plain_bad["score"], 0, 6), 1, 10)),
+        ),
+        scales.integer_scale(p, 0, 10) / 10,
+        round(scales.point(p, 0, 10) / 10, 4),
+        scales.preference_verdict(
+            record_preference(
+                _R(read_q("Nothing.")), _R(read_q("A red square.")), list(range(7))
+            ).p_first_better,
+            ties=False,
+        ),
+        float(scales.integer_scale(p, 1, 10)),
+    ]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--server-src", type=Path, default=REPO, help="source tree the server runs from")
+    ap.add_argument("--server-label", default=None, help="what the server's code is, for the JSON (a commit)")
+    ap.add_argument("--call-timeout", type=float, default=240.0)
+    ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "protocol_clients_cpu.json")
+    args = ap.parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        url, proc = start(args.server_src.resolve(), Path(tmp) / "serve.log")
+        ref_url, ref_proc = (
+            (url, None) if args.server_src.resolve() == REPO else start(REPO, Path(tmp) / "ref.log")
+        )
+        try:
+            want = wanted(ref_url)
+            rows = []
+            for (tool, package, call, fn), w in zip(calls(url), want, strict=True):
+                got, took = bounded(fn, args.call_timeout)
+                got = list(got) if isinstance(got, tuple) else got
+                w = list(w) if isinstance(w, tuple) else w
+                rows.append({"tool": tool, "version": importlib.metadata.version(package), "call": call,
+                             "returned": got, "judge_mapped": w, "equal": got == w, "seconds": round(took, 1)})  # fmt: skip
+        finally:
+            for p in (proc, ref_proc):
+                if p is not None:
+                    p.terminate()
+                    p.wait(60)
+    print(f"server code: {args.server_src}")
+    print(f"{'tool':<16} {'version':<9} {'call':<42} {'returned':<28} {'judge, mapped':<22} {'s':>6}")
+    for r in rows:
+        print(f"{r['tool']:<16} {r['version']:<9} {r['call']:<42} {str(r['returned'])[:28]:<28} "
+              f"{str(r['judge_mapped'])[:22]:<22} {r['seconds']:>6}")  # fmt: skip
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    result = {
+        **run_facts("protocol_clients.py", argv),
+        "server_src": str(args.server_src),
+        "server_label": args.server_label or "this checkout",
+        "rows": rows,
+    }
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
