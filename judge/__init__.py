@@ -31,8 +31,8 @@ _EXPORTS = {
     "AuditResult": "judge.audit.run",
     "JudgeClient": "judge.scoring.remote",
     "reward_function": "judge.integrations.trl",
-    "judge_chat_messages": "judge.serve.chat",
-    "score_from_logprobs": "judge.serve.chat",
+    "judge_chat_messages": "judge.serve.judge_prompt",
+    "score_from_logprobs": "judge.serve.judge_prompt",
     "ServeConfig": "judge.serve.config",
     "ScoreConfig": "judge.scoring.config",
     "ScoreResult": "judge.scoring.run",
@@ -69,8 +69,8 @@ if TYPE_CHECKING:  # what type checkers see; at run time the names load on first
     from judge.scoring.config import ScoreConfig
     from judge.scoring.remote import JudgeClient
     from judge.scoring.run import ScoreResult
-    from judge.serve.chat import judge_chat_messages, score_from_logprobs
     from judge.serve.config import ServeConfig
+    from judge.serve.judge_prompt import judge_chat_messages, score_from_logprobs
     from judge.train.config import RunConfig
     from judge.train.trainer import TrainResult
 

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from judge.serve.chat import score_from_logprobs
+from judge.serve.judge_prompt import score_from_logprobs
 from judge.serve.protocols import scales
 from judge.serve.protocols.base import Reading
 

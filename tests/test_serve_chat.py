@@ -16,7 +16,7 @@ from openai import OpenAI
 from PIL import Image
 from serving import REPO, running_server
 
-from judge.serve.chat import judge_chat_messages
+from judge.serve.judge_prompt import judge_chat_messages
 from judge.testing.tiny import tokens_per_tile
 
 KEY = "sk-test"

@@ -386,7 +386,7 @@ def test_a_json_schema_with_one_number_gets_the_score(env, client):
     scored reply: the number is the score; on generated text it is refused, not ignored."""
     from pydantic import BaseModel
 
-    from judge.serve.chat import judge_chat_messages
+    from judge.serve.judge_prompt import judge_chat_messages
 
     class Verdict(BaseModel):
         score: float

@@ -12,7 +12,7 @@ import pytest
 from openai import OpenAI
 from serving import REPO, running_server
 
-from judge.serve.chat import judge_chat_messages
+from judge.serve.judge_prompt import judge_chat_messages
 
 DEMO = REPO / "annotations" / "demo"
 MODEL = "tiny"

@@ -17,15 +17,8 @@ One route, two answers:
   is null and its ``X-Judge-Scored`` header ``false`` (``true`` on a scored reply). Under
   ``--chat judge-only`` such a conversation is refused with a 422 that says how to build the judge's prompt.
 
-How a rubric prompt is recognised (:func:`match_judge_prompt`). Leading system messages are set aside;
-what remains must be one user message.
-Its parts are flattened to one string (texts joined, each image a marker character), since clients may
-merge or split text parts. :func:`~judge.core.template.build_judge_prompt` is run once per (family,
-criterion) of the served rubric on sentinel contents, which yields the template's fixed text around the
-question, reference and response, never copied here. A request that starts and ends with one
-family/criterion's fixed text is split at the fixed separators into question, reference and response;
-the prompt is then rebuilt from those parts with the served target format and must equal the request
-exactly, images included. Anything else is a plain conversation.
+How the judge's prompt is recognised: :mod:`judge.serve.judge_prompt`. The request's fields are checked
+by :mod:`judge.serve.chat_request`.
 
 Parameters: ``model`` (one of the served names, echoed in the reply; else 404), ``messages``,
 ``max_tokens`` / ``max_completion_tokens`` (capped by ``--max-new-tokens`` and the context budget),
@@ -43,71 +36,31 @@ the field (``messages[1].content[0].image_url``).
 
 from __future__ import annotations
 
-import base64
-import io
 import math
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
-from pydantic import ValidationError
-
-from judge.core.errors import ConfigError, ImageError, ImageTooLarge, JudgeError, UnsupportedImage
-from judge.core.image_headers import sniff_format
-from judge.core.images import ImageLimits, open_image, read_image_bytes, resolve_image
-from judge.core.io import parse_records
-from judge.core.rubric import Rubric, load_rubric
-from judge.core.schema import AnnotationRecord, PredictionRecord, ScoreRecord
-from judge.core.template import TargetFormat, build_judge_prompt
+from judge.core.errors import ImageError, JudgeError
+from judge.core.images import open_image
+from judge.core.schema import ScoreRecord
 from judge.models.text_budget import text_tokens_over
-from judge.scoring.inputs import annotation_as_prediction
+from judge.serve.chat_request import ChatRequest, optional_number, parse_request, refuse_sampling
+from judge.serve.judge_prompt import JudgeMatch, match_judge_prompt
 from judge.serve.service import JudgeService, RequestError, RequestImages
 
-#: Most ``top_logprobs`` a request may ask for (OpenAI's limit).
-MAX_TOP_LOGPROBS = 20
-#: Most ``stop`` sequences (OpenAI's limit).
-MAX_STOP = 4
 #: What a token of zero probability reports as its log-probability (JSON has no -inf; OpenAI uses it too).
 MIN_LOGPROB = -9999.0
 
-# "developer" is what newer OpenAI clients send instead of "system".
-_ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
-_DETAILS = (None, "auto", "low", "high")
-#: Stands for an image in a flattened prompt (a request's text holding it simply matches no rubric prompt).
-_IMAGE = "\x00"
-
 
 @dataclass
-class ChatRequest:
-    """A validated request: the conversation in chat-template form and the generation settings."""
+class Answer:
+    """A reply before it is put in OpenAI's shape: its text, why it ended, its token counts, its logprobs
+    and the judge's reading (None for generated text)."""
 
-    messages: list[dict]  #: ``[{"role", "content": [{"type": "text", "text"} | {"type": "image"}]}]``
-    images: list[str] = field(default_factory=list)  #: local image files, in placeholder order
-    image_parts: list[str] = field(default_factory=list)  #: where each image is in the request
-    max_new_tokens: int = 1
-    logprobs: bool = False
-    top_logprobs: int = 0
-    stop: list[str] = field(default_factory=list)
-    deadline: float = math.inf  #: time.monotonic() past which the request is answered 504
-    model: str = ""  #: the served name the request asked for (echoed in the reply)
-    sampling_ignored: str | None = None  #: what sampling the request asked for, decoded greedily
-
-
-@dataclass
-class JudgeMatch:
-    """A request recognised as the judge's rubric prompt: the item and criterion it asks about."""
-
-    family: str
-    criterion: str
-    record: PredictionRecord
-
-
-@dataclass
-class _Answer:
     content: str
     finish_reason: str
     prompt_tokens: int
@@ -137,7 +90,7 @@ def complete(
     from judge.serve import protocols
     from judge.serve.request_fields import formatted, refuse_unhonoured, response_format
 
-    own = _optional_number(body, "timeout")
+    own = optional_number(body, "timeout")
     if own is not None and not own > 0:
         raise RequestError(f"`timeout` {own:g} must be a positive number of seconds", param="timeout")
     deadline = service.deadline(own if own is not None else timeout)
@@ -171,7 +124,7 @@ def complete(
             if answer is None:
                 if fmt.kind != "text":
                     formatted(fmt, "", None, False)  # refused before generating: text is held to no format
-                _refuse_sampling(req.sampling_ignored, service.cfg.sampling)
+                refuse_sampling(req.sampling_ignored, service.cfg.sampling)
                 if streamer is not None:
                     streamer.begin(req)  # the stream's headers go out now; tokens follow as generated
                 answer = _generate(service, req, opened, streamer)
@@ -191,333 +144,12 @@ def complete(
     return _completion(service, req, answer), headers
 
 
-def parse_request(
-    service: JudgeService, body: Mapping[str, Any], images: RequestImages, *, sampled_scores: bool = False
-) -> ChatRequest:
-    """Validate ``body`` as OpenAI does (errors name the field) and make its images local files in
-    ``images``' folder (data URLs) or under ``--image-root`` (paths); nothing is fetched. ``sampled_scores``:
-    sampling settings are not refused here but recorded (a scored reply is read, not sampled), and
-    generation refuses them (:func:`_refuse_sampling`)."""
-    model = body.get("model")
-    served = ", ".join(repr(n) for n in service.served_names)
-    if not isinstance(model, str) or not model:
-        raise RequestError(
-            f"`model` is required: this server serves {served} (GET /v1/models)", param="model"
-        )
-    if model not in service.served_names:
-        raise RequestError(
-            f"`model` {model!r} is not served here; this server serves {served} (GET /v1/models; "
-            "judge-serve --served-name NAME answers to another name)",
-            status=404,
-            param="model",
-            code="model_not_found",
-        )
-    ignored = _check_sampling(body, "greedy" if sampled_scores else service.cfg.sampling)
-    legacy = _optional_int(body, "max_tokens", lo=1)
-    asked = _optional_int(body, "max_completion_tokens", lo=1)  # the newer name wins when both are sent
-    asked = asked if asked is not None else legacy
-    max_new = min(asked, service.cfg.max_new_tokens) if asked is not None else service.cfg.max_new_tokens
-    logprobs = _optional_bool(body, "logprobs") or False
-    top = _optional_int(body, "top_logprobs", lo=0, hi=MAX_TOP_LOGPROBS) or 0
-    if top and not logprobs:
-        raise RequestError("`top_logprobs` needs `logprobs: true`")
-    messages, refs = _messages(body.get("messages"))
-    if len(refs) > service.cfg.max_images:
-        raise RequestError(
-            f"`messages` carry {len(refs)} images, over the limit of {service.cfg.max_images} (--max-images)",
-            status=413,
-        )
-    intake = service.intake(images)
-    paths = []
-    for where, url in refs:
-        try:
-            paths.append(intake(url))
-        except ImageError as e:
-            status, code = (
-                (413, "image_too_large") if isinstance(e, ImageTooLarge)
-                else (415, "unsupported_image") if isinstance(e, UnsupportedImage)
-                else (422, "invalid_image")
-            )  # fmt: skip
-            raise RequestError(f"{where}: {e}", status=status, param=where, code=code) from None
-    return ChatRequest(
-        messages=messages,
-        images=paths,
-        image_parts=[where for where, _ in refs],
-        max_new_tokens=max_new,
-        logprobs=logprobs,
-        top_logprobs=top,
-        stop=_stop(body.get("stop")),
-        model=model,
-        sampling_ignored=ignored,
-    )
-
-
-def _check_sampling(body: Mapping[str, Any], policy: str) -> str | None:
-    """Refuse what cannot be honoured; under ``policy == "greedy"`` a request to sample is accepted, and
-    what it asked for is returned (to be said in a header) since decoding stays greedy."""
-    temperature = _optional_number(body, "temperature")
-    if temperature is not None and temperature < 0:
-        raise RequestError(f"`temperature` {temperature:g} must be 0 or more", param="temperature")
-    top_p = _optional_number(body, "top_p")
-    if top_p is not None and not 0 <= top_p <= 1:
-        raise RequestError(f"`top_p` {top_p:g} must be between 0 and 1", param="top_p")
-    asked = []
-    if temperature is not None and temperature != 0:
-        asked.append(f"temperature {temperature:g}")
-    if top_p is not None and top_p < 1:
-        asked.append(f"top_p {top_p:g}")
-    _refuse_sampling(", ".join(asked) or None, policy)
-    n = _optional_int(body, "n", lo=1)
-    if n is not None and n != 1:
-        raise RequestError(
-            f"`n` {n}: only 1 choice per request is supported (greedy decoding gives one)", param="n"
-        )
-    _optional_bool(body, "stream")  # true: answered as server-sent events (judge.serve.streaming)
-    _optional_int(body, "seed")
-    return ", ".join(asked) or None
-
-
-def _refuse_sampling(asked: str | None, policy: str) -> None:
-    """Generation asked to sample (``asked``: what it asked for) is refused unless ``policy`` is greedy."""
-    if asked and policy != "greedy":
-        name, value = asked.split(",")[0].split()
-        raise RequestError(
-            f"`{name}` {value}: this server decodes greedily (the judge's scores are read, not sampled); send "
-            "temperature 0 or leave it out, or start the server with --sampling greedy to accept sampling "
-            "settings and decode greedily anyway",
-            param=name,
-            code="sampling_not_supported",
-        )
-
-
-def _messages(raw: Any) -> tuple[list[dict], list[tuple[str, str]]]:
-    """The messages in chat-template form, and ``(where, url)`` of each image part in order."""
-    if not isinstance(raw, list) or not raw:
-        raise RequestError("`messages` must be a non-empty list of {role, content} objects")
-    out: list[dict] = []
-    refs: list[tuple[str, str]] = []
-    for i, msg in enumerate(raw):
-        where = f"messages[{i}]"
-        if not isinstance(msg, Mapping):
-            raise RequestError(f"`{where}` must be an object with `role` and `content`")
-        raw_role = msg.get("role")
-        role = _ROLES.get(raw_role) if isinstance(raw_role, str) else None
-        if role is None:
-            raise RequestError(
-                f"`{where}.role` {msg.get('role')!r} is not supported; use system, user or assistant"
-            )
-        content = msg.get("content")
-        if isinstance(content, str):
-            parts = [{"type": "text", "text": content}]
-        elif isinstance(content, list):
-            parts = [_part(p, f"{where}.content[{j}]", role, refs) for j, p in enumerate(content)]
-        else:
-            raise RequestError(
-                f"`{where}.content` must be a string or a list of text and image_url parts "
-                f"(got {type(content).__name__})"
-            )
-        out.append({"role": role, "content": parts})
-    return out, refs
-
-
-def _part(part: Any, where: str, role: str, refs: list[tuple[str, str]]) -> dict:
-    kind = part.get("type") if isinstance(part, Mapping) else None
-    if kind == "text":
-        text = part.get("text")
-        if not isinstance(text, str):
-            raise RequestError(f"`{where}.text` must be a string")
-        return {"type": "text", "text": text}
-    if kind == "image_url":
-        if role != "user":
-            raise RequestError(f"`{where}`: images are read from user messages only, not {role} ones")
-        spec = part.get("image_url")
-        url = spec.get("url") if isinstance(spec, Mapping) else spec
-        if not isinstance(url, str) or not url:
-            raise RequestError(
-                f"`{where}.image_url` must be a URL string or {{'url': ...}} (a base64 data URL, or a path "
-                "under the server's --image-root)"
-            )
-        detail = spec.get("detail") if isinstance(spec, Mapping) else None
-        if detail not in _DETAILS:
-            raise RequestError(f"`{where}.image_url.detail` {detail!r} is not one of auto, low, high")
-        refs.append((f"{where}.image_url", url))
-        return {"type": "image"}
-    if not isinstance(part, Mapping):
-        raise RequestError(f"`{where}` must be a {{'type': 'text' | 'image_url', ...}} object")
-    raise RequestError(f"`{where}.type` {kind!r} is not supported; use text or image_url")
-
-
-def _stop(raw: Any) -> list[str]:
-    stops = [raw] if isinstance(raw, str) else raw
-    if stops is None:
-        return []
-    if not isinstance(stops, list) or not all(isinstance(s, str) for s in stops):
-        raise RequestError("`stop` must be a string or a list of strings")
-    if len(stops) > MAX_STOP:
-        raise RequestError(f"`stop` has {len(stops)} sequences; at most {MAX_STOP}")
-    for k, s in enumerate(stops):
-        if not s:
-            raise RequestError(f"`stop[{k}]` is empty" if isinstance(raw, list) else "`stop` is empty")
-    return stops
-
-
-def _optional_number(body: Mapping[str, Any], name: str) -> float | None:
-    v = body.get(name)
-    if v is None:
-        return None
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-        raise RequestError(f"`{name}` must be a number (got {v!r})")
-    return float(v)
-
-
-def _optional_int(
-    body: Mapping[str, Any], name: str, lo: int | None = None, hi: int | None = None
-) -> int | None:
-    v = body.get(name)
-    if v is None:
-        return None
-    if isinstance(v, bool) or not isinstance(v, int):
-        raise RequestError(f"`{name}` must be an integer (got {v!r})")
-    if (lo is not None and v < lo) or (hi is not None and v > hi):
-        bounds = f"from {lo} to {hi}" if hi is not None else f"at least {lo}"
-        raise RequestError(f"`{name}` {v} must be {bounds}")
-    return v
-
-
-def _optional_bool(body: Mapping[str, Any], name: str) -> bool | None:
-    v = body.get(name)
-    if v is not None and not isinstance(v, bool):
-        raise RequestError(f"`{name}` must be true or false (got {v!r})")
-    return v
-
-
-# ----------------------------------------------------------------------------- the rubric prompt
-
-
-@dataclass(frozen=True)
-class _Probe:
-    family: str
-    criterion: str
-    head: str  #: fixed text before the question
-    seps: tuple[str, ...]  #: fixed text between the question, (reference,) and response
-    tail: str  #: fixed text after the response: the criterion's own question
-
-
-_PROBES: dict[tuple[str, str], list[_Probe]] = {}
-_SENTINELS = ("\x01question\x01", "\x01reference\x01", "\x01response\x01")
-
-
-def _probes(rubric: Rubric, target_format: TargetFormat) -> list[_Probe]:
-    """The template's fixed text for every (family, criterion), from build_judge_prompt itself."""
-    key = (rubric.hash, target_format)
-    if key not in _PROBES:
-        q, f, r = ([{"type": "text", "text": s}] for s in _SENTINELS)
-        probes = []
-        for fam_id, fam in rubric.families.items():
-            for crit in fam.criterion_ids:
-                flat = _flatten(build_judge_prompt(rubric, fam_id, crit, q, r, f, target_format).messages)
-                order = [s for s in _SENTINELS if s in flat]  # the reference only where the family shows it
-                head, rest = flat.split(order[0], 1)
-                seps = []
-                for s in order[1:]:
-                    sep, rest = rest.split(s, 1)
-                    seps.append(sep)
-                probes.append(_Probe(fam_id, crit, head, tuple(seps), rest))
-        _PROBES[key] = probes
-    return _PROBES[key]
-
-
-def _flatten(messages: Sequence[Mapping[str, Any]]) -> str:
-    """The text of single-message chat parts, each image as :data:`_IMAGE` (text part boundaries dropped)."""
-    return "".join(p["text"] if p["type"] == "text" else _IMAGE for m in messages for p in m["content"])
-
-
-def match_judge_prompt(
-    rubric: Rubric, messages: Sequence[Mapping[str, Any]], images: Sequence[str], target_format: TargetFormat
-) -> JudgeMatch | None:
-    """The item and criterion when ``messages`` (chat-template form, images in order as ``images``) are
-    exactly the judge's prompt for them in ``target_format``; else None. See the module doc. Leading system
-    messages (a harness's own preamble) are set aside: the judge's prompt has none, and they change no
-    score."""
-    while messages and messages[0]["role"] == "system":
-        messages = messages[1:]
-    if len(messages) != 1 or messages[0]["role"] != "user":
-        return None
-    flat = _flatten(messages)
-    if flat.count(_IMAGE) != len(images):
-        return None
-    for probe in _probes(rubric, target_format):
-        if len(flat) < len(probe.head) + len(probe.tail):
-            continue
-        if not (flat.startswith(probe.head) and flat.endswith(probe.tail)):
-            continue
-        middle = flat[len(probe.head) : len(flat) - len(probe.tail)]
-        for pieces in _splits(middle, probe.seps):
-            rec = _as_record(rubric, probe.family, pieces, images)
-            if rec is None:
-                continue
-            rebuilt = build_judge_prompt(
-                rubric,
-                probe.family,
-                probe.criterion,
-                rec.question,
-                rec.response,
-                rec.reference,
-                target_format,
-            )
-            if _flatten(rebuilt.messages) == flat and rebuilt.images == list(images):
-                return JudgeMatch(probe.family, probe.criterion, rec)
-    return None
-
-
-def _splits(text: str, seps: tuple[str, ...], limit: int = 8) -> Iterator[list[str]]:
-    """Ways to cut ``text`` at ``seps`` in order (at most ``limit`` places per separator: a question that
-    quotes a heading still splits right, a crafted one cannot make this slow)."""
-    if not seps:
-        yield [text]
-        return
-    start = 0
-    for _ in range(limit):
-        i = text.find(seps[0], start)
-        if i < 0:
-            return
-        for rest in _splits(text[i + len(seps[0]) :], seps[1:], limit):
-            yield [text[:i], *rest]
-        start = i + 1
-
-
-def _as_record(
-    rubric: Rubric, family: str, pieces: list[str], images: Sequence[str]
-) -> PredictionRecord | None:
-    it = iter(images)
-
-    def content(text: str) -> list[dict]:
-        out: list[dict] = []
-        for k, piece in enumerate(text.split(_IMAGE)):
-            if k:
-                out.append({"type": "image", "image": next(it)})
-            if piece:
-                out.append({"type": "text", "text": piece})
-        return out
-
-    question = content(pieces[0])
-    reference = content(pieces[1]) if len(pieces) == 3 else None
-    response = content(pieces[-1])
-    try:
-        return PredictionRecord(
-            id="chat", benchmark=rubric.name, task=family, question=question, response=response,
-            reference=reference,
-        )  # fmt: skip
-    except ValidationError:  # e.g. an empty question: not a prompt the template makes
-        return None
-
-
-def _score(service: JudgeService, req: ChatRequest, match: JudgeMatch) -> _Answer:
+def _score(service: JudgeService, req: ChatRequest, match: JudgeMatch) -> Answer:
     """The rubric prompt's score, read as /v1/score reads it (the engine's prepare and score_prepared)."""
     engine = service.engine
     prepared = engine.prepare(match.record, [match.criterion], key=0)
     if prepared.encoded is not None:
-        with _model(service, req):
+        with holding_model(service, req):
             for _ in engine.score_prepared([prepared]):
                 pass
     rec: ScoreRecord = prepared.records[0]
@@ -535,13 +167,13 @@ def _score(service: JudgeService, req: ChatRequest, match: JudgeMatch) -> _Answe
     if req.logprobs:
         tok = engine.scorer.tokenizer
         entries = [
-            _token_logprob(tok, tid, _log(p * mass))
+            _token_logprob(tok, tid, safe_log(p * mass))
             for tid, p in zip(engine.scorer.score_ids, dist, strict=True)
         ]
         best = entries[values.index(rec.argmax)]
         top = sorted(entries, key=lambda e: -e["logprob"])[: req.top_logprobs]
         logprobs = [{**best, "top_logprobs": top}]
-    return _Answer(
+    return Answer(
         content=str(rec.argmax),
         finish_reason="stop",
         prompt_tokens=int(details["num_tokens"]),
@@ -562,7 +194,7 @@ def _score(service: JudgeService, req: ChatRequest, match: JudgeMatch) -> _Answe
 # ----------------------------------------------------------------------------- generation
 
 
-def _generate(service: JudgeService, req: ChatRequest, images: list, streamer: Any = None) -> _Answer:
+def _generate(service: JudgeService, req: ChatRequest, images: list, streamer: Any = None) -> Answer:
     """Greedy generation with the judge model, under the model lock; ``streamer`` (transformers' streamer
     interface) is handed the tokens as they are generated."""
     import torch
@@ -583,7 +215,7 @@ def _generate(service: JudgeService, req: ChatRequest, images: list, streamer: A
     input_ids = torch.tensor([ids], device=device)
     # No pixel_values key at all without images: transformers runs the vision encoder on any it is given.
     extra = {"pixel_values": pixel_values.to(device, _float_dtype(model))} if pixel_values is not None else {}
-    with _model(service, req), torch.inference_mode():
+    with holding_model(service, req), torch.inference_mode():
         # A fresh config: plain argmax decoding, whatever sampling defaults the model's own config carries;
         # max_time stops it at the request's deadline, so it never holds the model past it.
         config = GenerationConfig(
@@ -616,11 +248,11 @@ def _generate(service: JudgeService, req: ChatRequest, images: list, streamer: A
         logprobs = _generated_logprobs(
             tok, new, out.logits, req.top_logprobs, eos_ids, len(text) if cuts else None
         )
-    return _Answer(text, finish, len(ids), len(new), logprobs)
+    return Answer(text, finish, len(ids), len(new), logprobs)
 
 
 @contextmanager
-def _model(service: JudgeService, req: ChatRequest) -> Iterator[None]:
+def holding_model(service: JudgeService, req: ChatRequest) -> Iterator[None]:
     """``service.model_lock``, waited for no longer than the request's deadline (then a 504)."""
     if not service.model_lock.acquire(timeout=_remaining(req)):
         raise _past_deadline("waiting for the model")
@@ -745,11 +377,12 @@ def _byte_level_bytes(token: str) -> bytes | None:
     return bytes(_BYTE_DECODER[ch] for ch in token)
 
 
-def _log(p: float) -> float:
+def safe_log(p: float) -> float:
+    """``log(p)``, and :data:`MIN_LOGPROB` for 0 (JSON has no -inf)."""
     return math.log(p) if p > 0 else MIN_LOGPROB
 
 
-def _completion(service: JudgeService, req: ChatRequest, answer: _Answer) -> dict[str, Any]:
+def _completion(service: JudgeService, req: ChatRequest, answer: Answer) -> dict[str, Any]:
     logprobs = {"content": answer.logprobs, "refusal": None} if answer.logprobs is not None else None
     out: dict[str, Any] = {
         "id": f"chatcmpl-{uuid.uuid4().hex}",
@@ -776,122 +409,4 @@ def _completion(service: JudgeService, req: ChatRequest, answer: _Answer) -> dic
     return out
 
 
-# ----------------------------------------------------------------------------- building the rubric prompt
-
-
-def judge_chat_messages(
-    rubric: Rubric | str,
-    item: Mapping[str, Any] | PredictionRecord | AnnotationRecord,
-    criterion: str,
-    target_format: TargetFormat = "score",
-    root: str | Path | None = None,
-) -> list[dict]:
-    """The OpenAI chat messages asking the judge to score ``item`` on ``criterion``: exactly
-    :func:`~judge.core.template.build_judge_prompt`'s prompt, one user message of text parts and
-    ``image_url`` parts carrying the item's image files as base64 data URLs (JPEG and PNG as they are,
-    other formats as PNG).
-
-    ``rubric``: a :class:`Rubric` or its name / YAML path. ``item``: a prediction or annotation record, or
-    a dict in any form the loaders read; relative image paths resolve from ``root`` (default: the working
-    directory) and may not leave it. Sent to ``judge-serve``'s ``/v1/chat/completions`` with the served
-    judge's target format, the reply's content is the score and its ``judge`` field the expected score
-    ``/v1/score`` gives. Raises :class:`~judge.core.errors.JudgeError` subclasses naming what is wrong.
-    """
-    rub = load_rubric(rubric) if isinstance(rubric, (str, Path)) else rubric
-    rec = _prediction(rub, item, root)
-    fam = rub.families.get(rec.task)
-    if fam is None:
-        raise ConfigError(
-            f"item {rec.id!r}: task {rec.task!r} is not a family of rubric {rub.name!r} "
-            f"(families: {', '.join(sorted(rub.families))})"
-        )
-    if criterion not in fam.criterion_ids:
-        raise ConfigError(
-            f"criterion {criterion!r} is not a criterion of task family {rec.task!r} "
-            f"(its criteria: {', '.join(fam.criterion_ids)})"
-        )
-    prompt = build_judge_prompt(
-        rub, rec.task, criterion, rec.question, rec.response, rec.reference, target_format
-    )
-    base = Path(root) if root is not None else Path.cwd()
-    # Absolute paths were checked against their root when the record was read; relative ones resolve here.
-    urls = iter(
-        _data_url(ref if Path(ref).is_absolute() else resolve_image(ref, base)) for ref in prompt.images
-    )
-    content = [
-        {"type": "text", "text": p["text"]}
-        if p["type"] == "text"
-        else {"type": "image_url", "image_url": {"url": next(urls)}}
-        for p in prompt.messages[0]["content"]
-    ]
-    return [{"role": "user", "content": content}]
-
-
-def score_from_logprobs(top_logprobs: Sequence[Any], scale: Sequence[int] = tuple(range(7))) -> float | None:
-    """The judge's expected score from an OpenAI-style reply's ``top_logprobs`` of its one score token: the
-    scale values' probabilities, renormalised, weighting the values (what ``/v1/score`` computes from the
-    same distribution). Entries are objects with ``token`` and ``logprob`` (the openai, litellm and
-    inspect-ai types) or such dicts. ``None`` when no scale value is among them.
-
-    Raises ValueError when there are fewer entries than the scale has values (ask for ``top_logprobs`` of at
-    least the scale's size, 7 for 0-6): the missing values' probability would be dropped, and the score
-    silently wrong."""
-    if len(top_logprobs) < len(scale):
-        raise ValueError(
-            f"score_from_logprobs got {len(top_logprobs)} top_logprobs, but the scale has {len(scale)} values "
-            f"({min(scale)}-{max(scale)}): ask for top_logprobs={len(scale)} or more, or the score leaves out "
-            "the probability of the values not returned"
-        )
-    probs: dict[int, float] = {}
-    for entry in top_logprobs:
-        token = entry.get("token") if isinstance(entry, Mapping) else getattr(entry, "token", None)
-        logprob = entry.get("logprob") if isinstance(entry, Mapping) else getattr(entry, "logprob", None)
-        if (
-            isinstance(token, str)
-            and token.strip().lstrip("-").isdigit()
-            and int(token) in scale
-            and logprob is not None
-        ):
-            probs[int(token)] = probs.get(int(token), 0.0) + math.exp(float(logprob))
-    mass = sum(probs.values())
-    return sum(v * p for v, p in probs.items()) / mass if mass > 0 else None
-
-
-def _prediction(rubric: Rubric, item: Any, root: str | Path | None) -> PredictionRecord:
-    if isinstance(item, Mapping):
-        (item,) = parse_records([item], "auto", root=root, source="item", defaults={"benchmark": rubric.name})
-    if isinstance(item, AnnotationRecord):
-        return annotation_as_prediction(item, rubric.name)
-    if isinstance(item, PredictionRecord):
-        return item
-    raise ConfigError(
-        f"item must be a dict, a PredictionRecord or an AnnotationRecord (got {type(item).__name__})"
-    )
-
-
-def _data_url(path: str, limits: ImageLimits | None = None) -> str:
-    limits = limits or ImageLimits()
-    data = read_image_bytes(path, limits)  # read once: what is checked and decoded is what is sent
-    img = open_image(path, limits, data=data)  # checks the format, the limits and a full decode
-    try:
-        fmt = sniff_format(data)
-        if fmt in ("JPEG", "PNG"):
-            mime = f"image/{fmt.lower()}"
-        else:  # lossless, so the judge sees the same pixels as when it reads the file itself
-            buf = io.BytesIO()
-            img.save(buf, "PNG")
-            data, mime = buf.getvalue(), "image/png"
-    finally:
-        img.close()
-    return f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"
-
-
-__all__ = [
-    "ChatRequest",
-    "JudgeMatch",
-    "complete",
-    "judge_chat_messages",
-    "match_judge_prompt",
-    "parse_request",
-    "score_from_logprobs",
-]
+__all__ = ["MIN_LOGPROB", "Answer", "complete", "holding_model", "safe_log"]

@@ -23,9 +23,7 @@ from typing import Any, Literal
 
 from judge.core.errors import JudgeError
 from judge.core.rubric import Rubric
-
-#: Stands for an image in a flattened prompt (as in :mod:`judge.serve.chat`).
-IMAGE = "\x00"
+from judge.serve.judge_prompt import IMAGE, flatten
 
 Content = list[dict[str, Any]]  #: text and image parts, as a prediction record holds them
 
@@ -51,7 +49,7 @@ class Prompt:
         rest = [m for m in messages if m["role"] != "system"]
         if len(rest) != 1 or rest[0]["role"] != "user" or messages[-1]["role"] != "user":
             return None
-        flat = "".join(p["text"] if p["type"] == "text" else IMAGE for p in rest[0]["content"])
+        flat = flatten(rest[:1])
         sys_text = "\n".join(p.get("text", "") for m in system for p in m["content"])
         if flat.count(IMAGE) != len(images):
             return None

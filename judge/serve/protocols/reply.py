@@ -20,7 +20,8 @@ from typing import Any
 from judge.core.schema import PredictionRecord, ScoreRecord
 from judge.models.calibration import temper
 from judge.models.preference import record_preference
-from judge.serve.chat import ChatRequest, _Answer, _log, _model
+from judge.serve.chat import Answer, holding_model, safe_log
+from judge.serve.chat_request import ChatRequest
 from judge.serve.protocols.base import (
     Content,
     Outcome,
@@ -39,7 +40,7 @@ from judge.serve.service import JudgeService, RequestError
 SHOWN = 300
 
 
-def respond(service: JudgeService, req: ChatRequest) -> _Answer | None:
+def respond(service: JudgeService, req: ChatRequest) -> Answer | None:
     """The answer to a tool's grading prompt, or None when no protocol recognises the request. Raises
     :class:`RequestError` for a recognised prompt that cannot be answered (a 422 naming why)."""
     prompt = Prompt.of(req.messages, req.images)
@@ -60,7 +61,7 @@ def respond(service: JudgeService, req: ChatRequest) -> _Answer | None:
     if task.mode == "none":
         content = proto.render(task, Outcome(), "")
         info.update(scored=False, note="nothing was scored: " + proto.answer)
-        return _Answer(content, "stop", 0, _tokens(service, content), judge=info)
+        return Answer(content, "stop", 0, _tokens(service, content), judge=info)
     family, criterion = _target(service, proto)
     outcome, records = _score(service, req, task, family, criterion)
     scored = sorted({r.criterion or criterion for r in records})
@@ -79,7 +80,7 @@ def respond(service: JudgeService, req: ChatRequest) -> _Answer | None:
         info["value"] = value  # the answer's number on the tool's scale
     if outcome.preference is not None:
         info["preference"] = outcome.preference.to_dict()
-    answer = _Answer(
+    answer = Answer(
         content,
         "stop",
         sum(int((r.details or {}).get("num_tokens", 0)) for r in records),
@@ -130,7 +131,7 @@ def _score(
         units = [(_record(service, family, task, r, k), [criterion]) for k, r in enumerate(task.responses)]
     prepared = [engine.prepare(rec, crits, key=k) for k, (rec, crits) in enumerate(units)]
     if any(p.encoded is not None for p in prepared):
-        with _model(service, req):
+        with holding_model(service, req):
             for _ in engine.score_prepared(prepared):
                 pass
     records = [r for p in prepared for r in (p.records or [])]
@@ -211,7 +212,7 @@ def _logprobs(
     ranked = sorted(probs, key=lambda k: -probs[k])[: max(top, 0)]
 
     def entry(k: int) -> dict[str, Any]:
-        return {"token": str(k), "logprob": _log(probs[k]), "bytes": list(str(k).encode())}
+        return {"token": str(k), "logprob": safe_log(probs[k]), "bytes": list(str(k).encode())}
 
     return [{**entry(value), "top_logprobs": [entry(k) for k in ranked]}]
 
