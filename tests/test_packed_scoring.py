@@ -12,7 +12,7 @@ from judge.core.errors import ConfigError
 from judge.core.template import build_judge_prompt
 from judge.models.batching import batch_cost, kept_prefix_len, plan_batches, real_tokens
 from judge.models.packed import dense_mask, pack_row, prefix_tree_mask, resolve_packed
-from judge.models.readout import ExpectedScorer, ScoreRequest
+from judge.models.readout import Encoded, ExpectedScorer, ScoreRequest
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -86,6 +86,46 @@ def test_the_mask_lets_a_suffix_see_its_prefix_and_itself_only(tiny, rubric):
     block = prefix_tree_mask(row, torch.device("cpu"))
     q = torch.arange(row.length)[:, None]
     assert torch.equal(block.mask_mod(0, 0, q, torch.arange(row.length)[None, :]), mask)
+
+
+def full_blocks(mask) -> torch.Tensor:
+    """(query blocks, key blocks) True where a BlockMask holds a block as full (no mask to evaluate)."""
+    dense = torch.zeros_like(mask.to_dense()[0, 0], dtype=torch.bool)
+    num, idx = mask.full_kv_num_blocks[0, 0], mask.full_kv_indices[0, 0]
+    for i in range(num.shape[0]):
+        dense[i, idx[i, : num[i]].long()] = True
+    return dense
+
+
+def test_the_block_mask_is_the_one_flexattention_would_build(tiny):
+    """prefix_tree_mask builds the block structure from the segments' ends; torch's create_block_mask
+    evaluates the mask function on every pair. The blocks any query sees must be the same, and a block it
+    calls full (skipping the mask function) must be full by torch's count too."""
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    from judge.models.packed import prefix_tree_mask_mod
+    from judge.models.readout import _common_prefix_len
+
+    rng = random.Random(3)
+    for _ in range(12):
+        batch = []
+        for _ in range(rng.randint(1, 4)):
+            prefix = [rng.randrange(5, 900) for _ in range(rng.randint(1, 300))]
+            ids = [
+                prefix + [rng.randrange(5, 900) for _ in range(rng.randint(1, 200))]
+                for _ in range(rng.randint(1, 7))
+            ]
+            if rng.random() < 0.3:
+                ids.append(list(prefix))  # a prompt that is the prefix itself: one token kept back
+            batch.append(Encoded(None, ids, None, _common_prefix_len(ids)))
+        row = pack_row(batch)
+        ours = prefix_tree_mask(row, torch.device("cpu"))
+        ref = create_block_mask(
+            prefix_tree_mask_mod(row.segment, row.request, row.in_prefix), None, None, row.length, row.length
+        )
+        assert torch.equal(ours.to_dense(), ref.to_dense())
+        assert not (full_blocks(ours) & ~full_blocks(ref)).any()
+        assert full_blocks(ours).sum() >= full_blocks(ref).sum() - 2
 
 
 def test_a_packed_row_has_no_padding_and_obeys_the_budget(tiny, rubric):

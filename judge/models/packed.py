@@ -119,12 +119,71 @@ def prefix_tree_mask_mod(segment: torch.Tensor, request: torch.Tensor, in_prefix
     return mask_mod
 
 
-def prefix_tree_mask(row: PackedRow, device: torch.device):
-    """The row's ``BlockMask`` on ``device`` (blocks of 128 x 128 tokens; those no query sees are skipped)."""
-    from torch.nn.attention.flex_attention import create_block_mask
+#: FlexAttention's block size (its default): the mask is kept per 128 x 128 block of query and key tokens.
+BLOCK = 128
 
-    mod = prefix_tree_mask_mod(row.segment.to(device), row.request.to(device), row.in_prefix.to(device))
-    return create_block_mask(mod, B=None, H=None, Q_LEN=row.length, KV_LEN=row.length, device=device)
+
+def prefix_tree_mask(row: PackedRow, device: torch.device):
+    """The row's ``BlockMask`` on ``device``: for every 128 x 128 block of queries and keys, whether no query
+    sees any key (skipped), every query sees every key (no mask to evaluate), or some do (the mask function
+    decides per token).
+
+    Built from the mask's structure rather than by evaluating the mask function on every (query, key) pair,
+    as ``create_block_mask`` does (seconds for a row of a few thousand tokens on a CPU): what a query sees is
+    two runs of keys, its own segment up to itself and its request's prefix, so a block's kind follows from
+    the runs' ends, in ``rows x blocks`` operations."""
+    from torch.nn.attention.flex_attention import BlockMask
+
+    n = row.length
+    seg = row.segment.to(device)
+    req = row.request.to(device)
+    pre = row.in_prefix.to(device)
+    idx = torch.arange(n, device=device)
+    starts = torch.ones(n, dtype=torch.bool, device=device)
+    starts[1:] = seg[1:] != seg[:-1]
+    # First token of each token's segment, and of its request (its prefix starts the request).
+    seg_start = torch.cummax(torch.where(starts, idx, 0), 0).values
+    req_starts = torch.ones(n, dtype=torch.bool, device=device)
+    req_starts[1:] = req[1:] != req[:-1]
+    req_start = torch.cummax(torch.where(req_starts, idx, 0), 0).values
+    # The request's prefix ends where its first suffix starts: the first token not in the prefix.
+    prefix_len = torch.zeros(n, dtype=torch.long, device=device).index_add_(0, req.long(), pre.long())
+    prefix_end = req_start + prefix_len[req.long()]  # exclusive
+    # Run 1: [seg_start, q]; run 2: [req_start, min(prefix_end - 1, q)] (a prefix token's lies in its run 1).
+    n_blocks = (n + BLOCK - 1) // BLOCK
+    k0 = torch.arange(n_blocks, device=device) * BLOCK
+    k1 = torch.clamp(k0 + BLOCK, max=n) - 1  # last key of each block
+    a1, b1 = seg_start[:, None], idx[:, None]
+    a2, b2 = req_start[:, None], torch.minimum(prefix_end - 1, idx)[:, None]  # causal in the prefix too
+    lo, hi = k0[None, :], k1[None, :]
+    any_row = (torch.maximum(a1, lo) <= torch.minimum(b1, hi)) | (
+        torch.maximum(a2, lo) <= torch.minimum(b2, hi)
+    )
+    full_row = ((a1 <= lo) & (hi <= b1)) | ((a2 <= lo) & (hi <= b2))
+    pad = (
+        n_blocks * BLOCK - n
+    )  # the last query block's missing rows see nothing (as create_block_mask has it)
+    any_row = torch.nn.functional.pad(any_row, (0, 0, 0, pad), value=False)
+    full_row = torch.nn.functional.pad(full_row, (0, 0, 0, pad), value=False)
+    any_block = any_row.view(n_blocks, BLOCK, n_blocks).any(1)
+    full_block = full_row.view(n_blocks, BLOCK, n_blocks).all(1)
+    partial = any_block & ~full_block
+
+    def sparse(flags: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        order = torch.argsort(flags.to(torch.int8), dim=-1, descending=True, stable=True)
+        return flags.sum(-1).to(torch.int32)[None, None], order.to(torch.int32)[None, None]
+
+    kv_num, kv_idx = sparse(partial)
+    full_num, full_idx = sparse(full_block)
+    return BlockMask.from_kv_blocks(
+        kv_num,
+        kv_idx,
+        full_num,
+        full_idx,
+        BLOCK_SIZE=BLOCK,
+        mask_mod=prefix_tree_mask_mod(seg, req, pre),
+        seq_lengths=(n, n),
+    )
 
 
 def dense_mask(row: PackedRow) -> torch.Tensor:
