@@ -52,7 +52,8 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>
 python3 -c "import torch, transformers, peft; print('torch', torch.__version__, 'transformers', transformers.__version__, 'peft', peft.__version__)"
 
 step() {  # step NAME SECONDS COMMAND...: run, time and bound one step; its output goes to OUT/NAME.log
-  local name=$1 limit=$2; shift 2
+  # BOUND_SCALE multiplies every bound (a CPU check on a small shared machine: imports alone take tens of seconds)
+  local name=$1 limit=$(( $2 * ${BOUND_SCALE:-1} )); shift 2
   local t0=$SECONDS
   echo "== $name"
   timeout "$limit" "$@" > "$out/$name.log" 2>&1
@@ -63,19 +64,22 @@ step() {  # step NAME SECONDS COMMAND...: run, time and bound one step; its outp
 }
 
 if [ "$phase" = all ]; then
-  # Bounds: 45 + 130 + 190 + 140 s (and the install above, about 30 s): under 9 minutes. Every script writes its
+  # Bounds: 60 + 130 + 190 + 140 s (and the install above, about 30 s): under 9 minutes. Every script writes its
   # JSON as it goes (after each comparison, repeat or profile), so a step cut by its bound keeps its figures.
-  # SHAPE=tiny DEVICE=cpu RESPONSES=16 REPRO_RESPONSES=8 TARGETS=4 STEPS=1 checks this phase on a CPU.
-  step save_model 45 python3 scripts/bench_train.py --shape "$shape" --device "$device" --save-only \
+  # SHAPE=tiny DEVICE=cpu RESPONSES=6 REPRO_RESPONSES=4 TARGETS=2 STEPS=1 WORKERS=1 PROMPT_TOKENS=300 BOUND_SCALE=6
+  # checks this phase on a CPU (tests/test_bench_scripts.py does).
+  step save_model 60 python3 scripts/bench_train.py --shape "$shape" --device "$device" --save-only \
     --model-dir "/tmp/m_$shape" --allow-dirty
   step repro 130 python3 scripts/bench_repro.py --shape "$shape" --device "$device" --model-dir "/tmp/m_$shape" \
     --dtypes bfloat16 --compare-readout --responses "${REPRO_RESPONSES:-48}" --targets "${TARGETS:-16}" \
     --allow-dirty --out "$out/results"
   step score 190 python3 scripts/bench_score.py --shape "$shape" --device "$device" --responses "${RESPONSES:-128}" \
-    --modes unshared,shared,packed --workers "${WORKERS:-6}" --profile --budget-s "${SCORE_BUDGET:-130}" \
+    --prompt-tokens "${PROMPT_TOKENS:-1500}" --modes unshared,shared,packed --workers "${WORKERS:-6}" --profile \
+    --budget-s "${SCORE_BUDGET:-130}" \
     --allow-dirty --out "$out/results"
   step train 140 python3 scripts/bench_train.py --shape "$shape" --device "$device" --model-dir "/tmp/m_$shape" \
     --configs "${TRAIN_CONFIGS:-lora-gc,lora,lora-packed,qlora-gc}" --steps "${STEPS:-4}" --warmup-steps 1 \
+    --prompt-tokens "${PROMPT_TOKENS:-1500}" \
     --repeats 3 --budget-s "${TRAIN_BUDGET:-110}" --allow-dirty --out "$out/results"
 elif [ "$phase" = bench ]; then
   step score_inline 200 python3 scripts/bench_score.py --shape 4b --responses 128 --mmie-responses 2 \
