@@ -16,16 +16,25 @@ plan once for all requests and hand the batches out.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, TypeVar
+from typing import Protocol, TypeVar
 
 from judge.models import BATCH_TOKENS
 
-if TYPE_CHECKING:
-    from judge.models.readout import Encoded, EncodedShape
 
-    Shaped = Encoded | EncodedShape
+class Shaped(Protocol):
+    """What batching reads of a request (:class:`~judge.models.readout.Encoded` or its ``EncodedShape``)."""
 
-T = TypeVar("T", bound="Shaped")
+    @property
+    def lengths(self) -> Sequence[int]: ...  #: token count of each criterion prompt
+
+    @property
+    def prefix_len(self) -> int: ...  #: the token prefix every criterion shares
+
+    @property
+    def max_len(self) -> int: ...
+
+
+T = TypeVar("T", bound=Shaped)
 
 
 def kept_prefix_len(e: Shaped) -> int:

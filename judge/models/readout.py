@@ -304,6 +304,7 @@ class ExpectedScorer:
         p_ids, p_mask = _left_pad(prefixes, self.pad_id)
         p_ids, p_mask = p_ids.to(self.device), p_mask.to(self.device)
         cache = DynamicCache(config=_text_config(self.model))
+        cache_arg: dict[str, Any] = {self._cache_kw: cache}
         with _span("judge.prefix_pass"):
             self.model(
                 input_ids=p_ids,
@@ -312,7 +313,7 @@ class ExpectedScorer:
                 pixel_values=self._pixels(batch),
                 use_cache=True,
                 logits_to_keep=1,
-                **{self._cache_kw: cache},
+                **cache_arg,
             )
         # 2. Each criterion's suffix on a copy of its response's cache; suffixes left-padded, so the
         #    padding sits between prefix and suffix, masked, and every last position is real.
@@ -335,7 +336,7 @@ class ExpectedScorer:
                 attention_mask=mask,
                 position_ids=positions,
                 use_cache=True,
-                **{self._cache_kw: cache},
+                **cache_arg,
             )
         with _span("judge.readout"):
             reads = iter(self._readout(logits))
