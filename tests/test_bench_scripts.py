@@ -469,12 +469,12 @@ def test_gpu_figures_all_runs_every_step_on_the_cpu(tmp_path):
     import tarfile
 
     repo = SCRIPTS.parent
-    env = dict(os.environ, SHAPE="tiny", DEVICE="cpu", RESPONSES="6", REPRO_RESPONSES="4", TARGETS="2",
-               STEPS="1", WORKERS="1", PROMPT_TOKENS="300", BOUND_SCALE="6", SCORE_BUDGET="600",
-               TRAIN_BUDGET="600", PYTHONPATH=str(repo))  # fmt: skip
+    env = dict(os.environ, SHAPE="tiny", DEVICE="cpu", RESPONSES="4", REPRO_RESPONSES="3", TARGETS="1",
+               STEPS="1", BATCH="2", WORKERS="1", PROMPT_TOKENS="250", BOUND_SCALE="8", SCORE_BUDGET="2000",
+               TRAIN_BUDGET="2000", PYTHONPATH=str(repo))  # fmt: skip
     res = subprocess.run(
         ["bash", "scripts/device/gpu_figures.sh", "all", str(tmp_path)],
-        cwd=repo, env=env, capture_output=True, text=True, timeout=1500,
+        cwd=repo, env=env, capture_output=True, text=True, timeout=3000,
     )  # fmt: skip
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     steps = re.findall(r"^== (\w+)\n\s+rc=(\d+)", res.stdout, re.M)

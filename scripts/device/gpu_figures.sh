@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The GPU figures of benchmarks/README.md, on one GPU machine, each phase one call of under 10 minutes:
 #   bash scripts/device/gpu_figures.sh all OUT     issue 32's goals table in one call of at most 9 minutes, wheel
-#                                                  install included (each step bounded; the bounds add up to
-#                                                  about 8.5 minutes): the random 4B judge saved once; bench_repro
+#                                                  install included (each step bounded; the bounds and the
+#                                                  install add up to 9 minutes): the random 4B judge saved once; bench_repro
 #                                                  (bf16: shared vs unshared p99 with the float32 read-out and the
 #                                                  model's own, the reproducible mode's equality and throughput);
 #                                                  bench_score (b), (c) on KV copies and (c) packed on 128
@@ -64,23 +64,24 @@ step() {  # step NAME SECONDS COMMAND...: run, time and bound one step; its outp
 }
 
 if [ "$phase" = all ]; then
-  # Bounds: 60 + 130 + 190 + 140 s (and the install above, about 30 s): under 9 minutes. Every script writes its
+  # Bounds: 50 + 110 + 200 + 150 s, and the install above (about 30 s): at most 9 minutes. Every script writes its
   # JSON as it goes (after each comparison, repeat or profile), so a step cut by its bound keeps its figures.
-  # SHAPE=tiny DEVICE=cpu RESPONSES=6 REPRO_RESPONSES=4 TARGETS=2 STEPS=1 WORKERS=1 PROMPT_TOKENS=300 BOUND_SCALE=6
-  # checks this phase on a CPU (tests/test_bench_scripts.py does).
-  step save_model 60 python3 scripts/bench_train.py --shape "$shape" --device "$device" --save-only \
+  # SHAPE=tiny DEVICE=cpu RESPONSES=4 REPRO_RESPONSES=3 TARGETS=1 STEPS=1 BATCH=2 WORKERS=1 PROMPT_TOKENS=250
+  # BOUND_SCALE=8 SCORE_BUDGET=2000 TRAIN_BUDGET=2000 checks this phase on a CPU (tests/test_bench_scripts.py).
+  step save_model 50 python3 scripts/bench_train.py --shape "$shape" --device "$device" --save-only \
     --model-dir "/tmp/m_$shape" --allow-dirty
-  step repro 130 python3 scripts/bench_repro.py --shape "$shape" --device "$device" --model-dir "/tmp/m_$shape" \
-    --dtypes bfloat16 --compare-readout --responses "${REPRO_RESPONSES:-48}" --targets "${TARGETS:-16}" \
+  step repro 110 python3 scripts/bench_repro.py --shape "$shape" --device "$device" --model-dir "/tmp/m_$shape" \
+    --dtypes bfloat16 --compare-readout --responses "${REPRO_RESPONSES:-32}" --targets "${TARGETS:-16}" \
     --allow-dirty --out "$out/results"
-  step score 190 python3 scripts/bench_score.py --shape "$shape" --device "$device" --responses "${RESPONSES:-128}" \
+  step score 200 python3 scripts/bench_score.py --shape "$shape" --device "$device" --responses "${RESPONSES:-128}" \
     --prompt-tokens "${PROMPT_TOKENS:-1500}" --modes unshared,shared,packed --workers "${WORKERS:-6}" --profile \
-    --budget-s "${SCORE_BUDGET:-130}" \
+    --budget-s "${SCORE_BUDGET:-135}" \
     --allow-dirty --out "$out/results"
-  step train 140 python3 scripts/bench_train.py --shape "$shape" --device "$device" --model-dir "/tmp/m_$shape" \
-    --configs "${TRAIN_CONFIGS:-lora-gc,lora,lora-packed,qlora-gc}" --steps "${STEPS:-4}" --warmup-steps 1 \
+  step train 150 python3 scripts/bench_train.py --shape "$shape" --device "$device" --model-dir "/tmp/m_$shape" \
+    --configs "${TRAIN_CONFIGS:-lora-gc,lora,lora-packed,qlora-gc}" --batch-size "${BATCH:-8}" \
+    --steps "${STEPS:-3}" --warmup-steps 1 \
     --prompt-tokens "${PROMPT_TOKENS:-1500}" \
-    --repeats 3 --budget-s "${TRAIN_BUDGET:-110}" --allow-dirty --out "$out/results"
+    --repeats 3 --budget-s "${TRAIN_BUDGET:-105}" --allow-dirty --out "$out/results"
 elif [ "$phase" = bench ]; then
   step score_inline 200 python3 scripts/bench_score.py --shape 4b --responses 128 --mmie-responses 2 \
     --out "$out/results"
