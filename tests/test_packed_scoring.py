@@ -236,6 +236,10 @@ def test_auto_falls_back_to_the_kv_copy_when_the_packed_pass_cannot_run(tiny, ru
     flex = ExpectedScorer(model, processor, rubric.scale.values, packed="flex")
     with pytest.raises(RuntimeError, match="no working C"):
         list(flex.score(reqs))
+    monkeypatch.setenv("JUDGE_PACKED", "flex")  # asked for outright in the environment: no fallback either
+    with pytest.raises(RuntimeError, match="no working C"):
+        list(ExpectedScorer(model, processor, rubric.scale.values).score(reqs))
+    assert model.config.text_config._attn_implementation == "sdpa"
 
 
 def test_the_setting_is_checked_and_auto_keeps_the_kv_copy_on_the_cpu(tiny, rubric, monkeypatch):

@@ -295,8 +295,9 @@ def resolve_packed(mode: str | None, model, device: torch.device) -> bool:
     ``mode``: one of :data:`PACKED_MODES`; None reads ``JUDGE_PACKED`` (default ``auto``). ``flex`` where
     the packed path cannot run is a :class:`ConfigError` saying why."""
     if mode is None:
-        mode = os.environ.get(PACKED_ENV, "auto").strip().lower() or "auto"
-        source = f"{PACKED_ENV}={mode}"
+        raw = os.environ.get(PACKED_ENV, "auto")
+        mode = raw.strip().lower() or "auto"
+        source = f"{PACKED_ENV}={raw}"
     else:
         source = f"packed={mode}"
     if mode not in PACKED_MODES:

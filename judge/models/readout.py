@@ -162,8 +162,9 @@ class ExpectedScorer:
         self._head = Float32Head.find(model)
         #: whether a shared prefix runs in one packed pass (else on copies of its KV cache)
         self.packed = resolve_packed(packed, model, self.device)
-        #: ``auto`` may still fall back to the KV copy if the first packed pass cannot run (compilation)
-        self._packed_tried = packed not in (None, "auto") and not (packed is None and _env_explicit())
+        #: ``auto`` may still fall back to the KV copy if the first packed pass cannot run (compilation);
+        #: ``flex`` asked for outright (here or in ``JUDGE_PACKED``) raises instead
+        self._packed_tried = _packed_mode(packed) == "flex"
 
     # ----------------------------------------------------------------- encoding
     def encode(self, request: ScoreRequest) -> Encoded:
@@ -526,13 +527,15 @@ def _rows(logits: torch.Tensor, positions: torch.Tensor | None) -> torch.Tensor:
     return logits[:, -1, :] if positions is None else logits[0]
 
 
-def _env_explicit() -> bool:
-    """Whether ``JUDGE_PACKED`` asks for a path outright (flex or off), so no fallback applies."""
+def _packed_mode(packed: str | None) -> str:
+    """The ``packed`` setting as given, else as ``JUDGE_PACKED`` has it (lower case; ``auto`` when unset)."""
     import os
 
     from judge.models.packed import PACKED_ENV
 
-    return os.environ.get(PACKED_ENV, "auto").strip().lower() not in ("", "auto")
+    if packed is not None:
+        return packed
+    return os.environ.get(PACKED_ENV, "auto").strip().lower() or "auto"
 
 
 def _eval_mode(model) -> None:
