@@ -160,9 +160,8 @@ def prefix_tree_mask(row: PackedRow, device: torch.device):
         torch.maximum(a2, lo) <= torch.minimum(b2, hi)
     )
     full_row = ((a1 <= lo) & (hi <= b1)) | ((a2 <= lo) & (hi <= b2))
-    pad = (
-        n_blocks * BLOCK - n
-    )  # the last query block's missing rows see nothing (as create_block_mask has it)
+    # The last query block's missing rows see nothing (as create_block_mask has it).
+    pad = n_blocks * BLOCK - n
     any_row = torch.nn.functional.pad(any_row, (0, 0, 0, pad), value=False)
     full_row = torch.nn.functional.pad(full_row, (0, 0, 0, pad), value=False)
     any_block = any_row.view(n_blocks, BLOCK, n_blocks).any(1)
