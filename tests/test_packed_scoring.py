@@ -159,13 +159,13 @@ def test_packed_scores_equal_the_kv_copy_and_the_unshared_path(tiny, rubric):
 
     graphs = counters["stats"]["unique_graphs"]
     try:
-        got_batches = list(packed.score(reqs, batch_tokens=4000))
+        got_batches = list(packed.score(reqs, batch_tokens=1500))
         n_packed_calls = len(calls)
         # FlexAttention compiles once for rows of every length and every mask (dynamic shapes), not per row.
-        assert len({b[0][0].key for b in got_batches}) > 2
+        assert len(got_batches) >= 3
         assert counters["stats"]["unique_graphs"] - graphs <= 1
         calls.clear()
-        ref_batches = list(kv.score(reqs, batch_tokens=4000))
+        ref_batches = list(kv.score(reqs, batch_tokens=1500))
         n_kv_calls = len(calls)
     finally:
         handle.remove()
