@@ -488,6 +488,7 @@ def test_gpu_figures_all_runs_every_step_on_the_cpu(tmp_path):
             if f"results/{kind}_cpu_" in n
         }
     assert set(found) == {"bench_repro", "bench_score", "bench_train"}, names
+    assert len([n for n in names if n.endswith(".json")]) == 3, names  # this call's files only
     assert {"./save_model.log", "./repro.log", "./score.log", "./train.log"} <= set(names)
     repro = found["bench_repro"]
     default = repro["runs"]["bfloat16/default"]["comparisons"]

@@ -33,6 +33,7 @@ set -uo pipefail
 phase=${1:?all, bench, e2e, issue23, issue23_e2e or issue23_serve}
 dest=${2:?an output folder}
 out=/tmp/gpu_$phase
+rm -rf "$out"  # an earlier call's files (already returned) must not go back in this call's archive
 mkdir -p "$out/results" "$dest"
 trap 'tar czf "$dest/gpu_$phase.tgz" -C "$out" .' EXIT
 cd "$(dirname "$0")/../.."
