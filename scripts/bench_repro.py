@@ -6,8 +6,17 @@ A randomly initialised judge of ``--shape`` (``tiny`` on the CPU; ``4b`` on a GP
 lengths within +-``--jitter``, 0 to 3 images) is written as a prediction file with its images.
 The first ``--targets`` responses are the items measured; the others only keep them company.
 
+What runs by default is what the goals need, in one process and a few model loads (so that the 4B
+shape on a GPU finishes in about two minutes): per ``--dtypes``, in the default mode, ``shared,
+batched`` against ``unshared, batched`` (with ``--compare-readout`` also both with the model's own
+read-out); in the reproducible mode, ``shared, batched`` against ``shared, alone`` (0 expected); and
+the throughput of the two modes. ``--full`` adds every path below, the float32 reference and every
+comparison. Each comparison is written to the JSON (one file, rewritten) as soon as both its sides are
+scored, so a run cut short keeps what it compared.
+
 For each ``--dtypes`` and each mode (``default``; ``reproducible``: ``--reproducible``), the
-targets are scored along these paths:
+targets are scored along these paths (with ``--full``; the default runs the batched API paths and, in the
+reproducible mode, ``shared, alone``):
 
 * ``shared, alone`` / ``unshared, alone``: the API (``judge.Judge``), one item per call;
 * ``shared, batched`` / ``unshared, batched``: the API, every item of the workload in one call
@@ -25,7 +34,7 @@ scores are bit-identical. ``--repeats`` timed runs of the whole workload (shared
 process) give the reproducible mode's throughput against the default's (median). A table is printed
 and the JSON goes beside the speed figures: ``benchmarks/results/bench_repro_<device>_<time>.json``.
 
-    python scripts/bench_repro.py                                     # CPU, tiny, float32 and bfloat16
+    python scripts/bench_repro.py --full                              # CPU, tiny, float32 and bfloat16
     python scripts/bench_repro.py --shape 4b --device cuda --dtypes bfloat16 --compare-readout
 """
 
@@ -74,7 +83,14 @@ COMPARISONS = [
     ("judge-serve", "judge-score"),
     ("shared, alone, model read-out", REFERENCE),
     ("shared, batched, model read-out", "shared, alone, model read-out"),
+    ("shared, batched, model read-out", "unshared, batched, model read-out"),
 ]
+#: what the default (not --full) compares: the goals' figures
+QUICK = {
+    ("unshared, batched", "shared, batched"),
+    ("shared, batched, model read-out", "unshared, batched, model read-out"),
+    ("shared, batched", "shared, alone"),
+}
 
 
 # ----------------------------------------------------------------------------- workload and judge
@@ -126,39 +142,34 @@ def scores_of(records) -> dict[tuple[str, str], float | None]:
 
 
 # ----------------------------------------------------------------------------- the paths
-def api_paths(model_dir: Path, data: Path, items: list[dict], targets: list[dict], dtype: str, device: str,
-              reproducible: bool, compare_readout: bool) -> dict[str, dict]:  # fmt: skip
-    """The in-process paths: shared and unshared, each target alone and the whole workload at once."""
-    import judge
-
-    def load(share: bool):
-        return judge.Judge.load(
-            str(model_dir),
-            rubric="mmie",
-            device=device,
-            dtype=dtype,
-            share_prefix=share,
-            reproducible=reproducible,
-        )
-
-    out: dict[str, dict] = {}
-    for share in (True, False):
+def api_paths(judges: dict, data: Path, items: list[dict], targets: list[dict], dtype: str, reproducible: bool,
+              compare_readout: bool, full: bool, emit) -> None:  # fmt: skip
+    """The in-process paths (shared and unshared, each target alone and the whole workload at once), each
+    handed to ``emit(name, scores)`` as soon as it is scored. ``judges(share)`` loads a judge (cached). The
+    default (not ``full``) runs the batched paths, and ``shared, alone`` in the reproducible mode."""
+    shares = (True, False) if full or not reproducible else (True,)
+    for share in shares:
         name = "shared" if share else "unshared"
-        variants = [("", load(share))]
-        if share and compare_readout:
-            if variants[0][1].engine.scorer._head is None:
+        j = judges(share)
+        variants = [""]
+        if compare_readout and not reproducible:
+            if j.engine.scorer._head is None:
                 print(f"  {dtype}: no float32 read-out to compare (float32 weights)", file=sys.stderr)
             else:
-                plain = load(share)
-                plain.engine.scorer._head = None  # the model's own logits, as before the float32 read-out
-                variants.append((", model read-out", plain))
-        for suffix, j in variants:
-            alone: dict = {}
-            for t in targets:
-                alone.update(scores_of(j.score_records([t], root=data)))
-            out[f"{name}, alone{suffix}"] = alone
-            out[f"{name}, batched{suffix}"] = scores_of(j.score_records(items, root=data))
-    return out
+                variants.append(", model read-out")
+        for suffix in variants:
+            head = j.engine.scorer._head
+            if suffix:
+                j.engine.scorer._head = None  # the model's own logits, as before the float32 read-out
+            try:
+                emit(f"{name}, batched{suffix}", scores_of(j.score_records(items, root=data)))
+                if full or (reproducible and share):
+                    alone: dict = {}
+                    for t in targets:
+                        alone.update(scores_of(j.score_records([t], root=data)))
+                    emit(f"{name}, alone{suffix}", alone)
+            finally:
+                j.engine.scorer._head = head
 
 
 def run_judge_score(cmd_args: list[str], threads: int | None, log: Path) -> float:
@@ -258,16 +269,9 @@ def compare(a: dict, b: dict, keys: list[tuple[str, str]]) -> dict:
 
 
 # ----------------------------------------------------------------------------- throughput
-def throughput(model_dir: Path, data: Path, items: list[dict], dtype: str, device: str, repeats: int) -> dict:
-    """Items/s of the whole workload (shared, one call), default and reproducible, alternating; median."""
-    import judge
-
-    judges = {
-        mode: judge.Judge.load(
-            str(model_dir), rubric="mmie", device=device, dtype=dtype, reproducible=mode == "reproducible"
-        )
-        for mode in ("default", "reproducible")
-    }
+def throughput(judges: dict, data: Path, items: list[dict], dtype: str, device: str, repeats: int) -> dict:
+    """Items/s of the whole workload (shared, one call), default and reproducible (``judges``: mode -> judge),
+    alternating; median."""
     for j in judges.values():
         j.score_records(items[:2], root=data)  # warm-up
     times: dict[str, list[float]] = {m: [] for m in judges}
@@ -303,7 +307,9 @@ def main(argv: list[str] | None = None) -> int:
         "--dtypes", default="float32,bfloat16", help="weights' dtypes to measure (comma-separated)"
     )
     p.add_argument("--modes", default="default,reproducible", help="scoring modes: default, reproducible")
-    p.add_argument("--paths", default=",".join(["api", "cli", "serve"]), help="any of api, cli, serve")
+    p.add_argument(
+        "--paths", default=",".join(["api", "cli", "serve"]), help="with --full: any of api, cli, serve"
+    )
     p.add_argument("--responses", type=int, default=48, help="responses in the workload (default 48)")
     p.add_argument("--targets", type=int, default=24, help="the first N are measured (default 24)")
     p.add_argument("--images", type=bs.parse_range, default=(0, 3), help="images per response (default 0-3)")
@@ -315,6 +321,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeats", type=int, default=bs.MIN_REPEATS, help="timed runs per mode (median)")
     p.add_argument("--compare-readout", action="store_true", help="also the model's own read-out (bf16/fp16)")
     p.add_argument(
+        "--full",
+        action="store_true",
+        help="every path (each target alone, judge-score, judge-serve), the float32 reference and every "
+        "comparison (default: the goals' comparisons, in process)",
+    )
+    p.add_argument(
         "--threads", type=int, help="torch threads here and in the judge-score/judge-serve processes"
     )
     p.add_argument("--seed", type=int, default=0)
@@ -325,7 +337,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     dtypes = [d.strip() for d in args.dtypes.split(",") if d.strip()]
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
-    paths = {x.strip() for x in args.paths.split(",") if x.strip()}
+    paths = {x.strip() for x in args.paths.split(",") if x.strip()} if args.full else {"api"}
     if (
         set(modes) - {"default", "reproducible"}
         or paths - {"api", "cli", "serve"}
@@ -362,85 +374,136 @@ def main(argv: list[str] | None = None) -> int:
 
         import judge
 
-        ref_judge = judge.Judge.load(
-            str(model_dir),
-            rubric="mmie",
-            device=device,
-            dtype="float32",
-            share_prefix=False,
-            reproducible=True,
-        )
-        reference: dict = {}
-        for t in targets:
-            reference.update(scores_of(ref_judge.score_records([t], root=data)))
-        del ref_judge
-
+        peak, gpu = bs.peak_tflops(device, None)
         runs: dict[str, dict] = {}
         speed: dict[str, dict] = {}
+        out_path: Path | None = None
+
+        def write(final: bool = False) -> None:
+            """The comparisons so far: the JSON (one file) rewritten; the table at the end."""
+            nonlocal out_path
+            result = {
+                "benchmark": "reproducibility: an item's judge scores by path, batching and dtype, against a float32 "
+                "reference; and the reproducible mode's throughput",
+                "command": "python scripts/bench_repro.py" + ("" if not argv else " " + shlex.join(argv)),
+                "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                "device": bs.machine_facts(device, peak, gpu),
+                "versions": bs.versions(),
+                **source,
+                "protocol": bs.protocol(args.responses, args.repeats, quiet=not final),
+                "complete": final,
+                "config": {
+                    "shape": shape.name,
+                    "full": args.full,
+                    "dtypes": dtypes,
+                    "modes": modes,
+                    "paths": sorted(paths),
+                    "responses": args.responses,
+                    "targets": args.targets,
+                    "scores_measured": len(keys),
+                    "images_per_response": list(args.images),
+                    "prompt_tokens": args.prompt_tokens,
+                    "jitter": args.jitter,
+                    "reference": "float32 weights, unshared, each item alone",
+                    "difference": "absolute difference of the expected score, 0-6 scale",
+                    "repeats": args.repeats,
+                    "threads": args.threads,
+                    "seed": args.seed,
+                },
+                "runs": runs,
+                "throughput": speed,
+            }
+            if final:
+                print_table(result, args.criteria)
+            if out_path is None:
+                out_path = bs.write_result(args.out, "bench_repro", device, result)
+            else:
+                from judge.core.atomic import write_json
+
+                write_json(out_path, result)
+            if final:
+                print(f"wrote {out_path}", flush=True)
+
+        reference: dict = {}
+        if args.full:
+            ref_judge = judge.Judge.load(
+                str(model_dir),
+                rubric="mmie",
+                device=device,
+                dtype="float32",
+                share_prefix=False,
+                reproducible=True,
+            )
+            for t in targets:
+                reference.update(scores_of(ref_judge.score_records([t], root=data)))
+            del ref_judge
+        wanted = [(a, b) for a, b in COMPARISONS if args.full or (a, b) in QUICK]
+
+        loaded: dict[tuple[bool, bool], object] = {}  # the judges of one dtype
         for dtype in dtypes:
+
+            def load(share: bool, repro: bool, dtype: str = dtype):
+                if (share, repro) not in loaded:
+                    loaded[(share, repro)] = judge.Judge.load(
+                        str(model_dir),
+                        rubric="mmie",
+                        device=device,
+                        dtype=dtype,
+                        share_prefix=share,
+                        reproducible=repro,
+                    )
+                return loaded[(share, repro)]
+
             for mode in modes:
                 repro = mode == "reproducible"
-                got: dict[str, dict] = {REFERENCE: reference}
+                got: dict[str, dict] = {REFERENCE: reference} if reference else {}
+                run = runs.setdefault(f"{dtype}/{mode}", {"comparisons": {}, "seconds": 0.0})
                 t0 = time.perf_counter()
+
+                def emit(name: str, scores: dict, got=got, run=run, t0=t0, dtype=dtype, mode=mode) -> None:
+                    got[name] = scores
+                    for a, b in wanted:
+                        if a in got and b in got and f"{a} vs {b}" not in run["comparisons"]:
+                            run["comparisons"][f"{a} vs {b}"] = compare(got[a], got[b], keys)
+                            run["seconds"] = time.perf_counter() - t0
+                            print(
+                                f"  {dtype}/{mode}: {a} vs {b} ({run['seconds']:.1f} s)",
+                                file=sys.stderr,
+                                flush=True,
+                            )
+                            write()
+
                 if "api" in paths:
-                    got.update(
-                        api_paths(model_dir, data, items, targets, dtype, device, repro, args.compare_readout)
-                    )
+                    api_paths(
+                        lambda share, r=repro: load(share, r), data, items, targets, dtype, repro,
+                        args.compare_readout, args.full, emit,
+                    )  # fmt: skip
                 if "cli" in paths:
-                    got["judge-score"] = cli_path(model_dir, data, dtype, device, repro, args.threads, work)
+                    emit("judge-score", cli_path(model_dir, data, dtype, device, repro, args.threads, work))
                 if "serve" in paths:
-                    got["judge-serve"] = serve_path(
-                        model_dir, data, items, dtype, device, repro, args.threads, work, args.seed
+                    emit(
+                        "judge-serve",
+                        serve_path(
+                            model_dir, data, items, dtype, device, repro, args.threads, work, args.seed
+                        ),
                     )
-                comps = {
-                    f"{a} vs {b}": compare(got[a], got[b], keys)
-                    for a, b in COMPARISONS
-                    if a in got and b in got
-                }
-                runs[f"{dtype}/{mode}"] = {"comparisons": comps, "seconds": time.perf_counter() - t0}
-                print(f"  {dtype}/{mode}: {len(comps)} comparisons in {runs[f'{dtype}/{mode}']['seconds']:.1f} s",
+                run["seconds"] = time.perf_counter() - t0
+                print(f"  {dtype}/{mode}: {len(run['comparisons'])} comparisons in {run['seconds']:.1f} s",
                       file=sys.stderr, flush=True)  # fmt: skip
             if "api" in paths and set(modes) == {"default", "reproducible"} and args.repeats > 0:
-                speed[dtype] = throughput(model_dir, data, items, dtype, device, args.repeats)
+                speed[dtype] = throughput(
+                    {"default": load(True, False), "reproducible": load(True, True)},
+                    data, items, dtype, device, args.repeats,
+                )  # fmt: skip
+                write()
+            loaded.clear()
+            bs.reset_peak(device)
+        write(final=True)
     finally:
         if not args.model_dir:
             shutil.rmtree(work, ignore_errors=True)
         else:
             shutil.rmtree(work / "data", ignore_errors=True)
-
-    peak, gpu = bs.peak_tflops(device, None)
-    result = {
-        "benchmark": "reproducibility: an item's judge scores by path, batching and dtype, against a float32 "
-        "reference; and the reproducible mode's throughput",
-        "command": "python scripts/bench_repro.py" + ("" if not argv else " " + shlex.join(argv)),
-        "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "device": bs.machine_facts(device, peak, gpu),
-        "versions": bs.versions(),
-        **source,
-        "protocol": bs.protocol(args.responses, args.repeats),
-        "config": {
-            "shape": shape.name,
-            "dtypes": dtypes,
-            "modes": modes,
-            "paths": sorted(paths),
-            "responses": args.responses,
-            "targets": args.targets,
-            "scores_measured": len(keys),
-            "images_per_response": list(args.images),
-            "prompt_tokens": args.prompt_tokens,
-            "jitter": args.jitter,
-            "reference": "float32 weights, unshared, each item alone",
-            "difference": "absolute difference of the expected score, 0-6 scale",
-            "repeats": args.repeats,
-            "threads": args.threads,
-            "seed": args.seed,
-        },
-        "runs": runs,
-        "throughput": speed,
-    }
-    print_table(result, args.criteria)
-    path = bs.write_result(args.out, "bench_repro", device, result)
-    print(f"wrote {path}")
     return 0
 
 

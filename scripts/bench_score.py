@@ -13,8 +13,12 @@ one fixed synthetic workload (random-colour images, prompts padded with words to
      It is slow, so it runs on the first ``--mmie-responses`` responses only; its rates are
      per second and compare directly with the others.
   b. ``unshared``: ``ExpectedScorer.score(share_prefix=False)``, one forward pass per criterion.
-  c. ``shared``: ``ExpectedScorer.score(share_prefix=True)``, the response's prefix (with every
-     image) once, each criterion's suffix on a copy of its KV cache; token-budget batching.
+  c. ``shared``: ``ExpectedScorer.score(share_prefix=True)`` with ``packed="off"``, the response's
+     prefix (with every image) once, each criterion's suffix on a copy of its KV cache; token-budget
+     batching.
+  c. ``packed``: the same with ``packed="flex"`` (``judge.models.packed``): each forward batch one row,
+     the responses' prefixes and suffixes end to end under a prefix-tree FlexAttention mask, positions
+     restarting after each prefix; no KV copy, no padding. Charged the same FLOPs as ``shared``.
 
 Every timed run includes encoding (chat template, tokenising, image preprocessing), as
 ``judge-score`` does; with ``--workers N`` encoding runs in persistent DataLoader worker
@@ -26,9 +30,15 @@ memory allocated and reserved (GiB). JSON goes to
 The protocol for a published figure: at least 128 responses (default 256) and 3 repeats of (b)
 and (c), alternating, the median reported (the default), from a committed tree: a tree whose
 tracked files differ from its commit is refused unless ``--allow-dirty`` (the JSON records the
-commit and ``dirty``). ``--profile`` adds one run of each mode under ``torch.profiler``: the
-time of encoding (or waiting for the workers), the prefix pass, the KV-cache copies, the suffix
-passes and the read-out, and the top operators.
+commit and ``dirty``). ``--profile`` adds one run of each mode of ``--profile-modes`` under
+``torch.profiler``, right after the first repeat: the time of encoding (or waiting for the
+workers), the prefix pass, the KV-cache copies, the suffix passes, the packed pass and its block
+mask, and the read-out, and the top operators.
+
+Nothing measured is lost to a cut: the table and the JSON (one file, rewritten) come after every
+repeat and after the profile, and ``--budget-s`` ends the timed repeats cleanly when the next run of
+a mode would not fit (its last time predicts it), writing what it has (``protocol.met`` then says
+whether the repeats it finished meet the protocol).
 
 FLOPs (forward; multiply-add = 2; real tokens only, padding never counted), per sequence that
 runs ``n`` new tokens over ``c`` tokens already in the KV cache and reads logits at ``k`` positions::
@@ -52,12 +62,14 @@ seconds / peak, with the peak bf16 dense rate of the GPU (H100 SXM and H200: 989
     python scripts/bench_score.py --shape 4b                           # on a GPU: the real measurement
     python scripts/bench_score.py --shape 4b --describe                # config and parameter counts only
     python scripts/bench_score.py --shape tiny --responses 8 --new-tokens 4 --prompt-tokens 300
+    python scripts/bench_score.py --shape 4b --modes unshared,shared,packed --responses 128 --budget-s 200
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import gc
 import math
 import os
@@ -560,10 +572,10 @@ def require_clean(state: dict, allow_dirty: bool) -> None:
         print(f"WARNING: timing a dirty tree (commit {state['git_commit']} plus changes)", file=sys.stderr)
 
 
-def protocol(responses: int, repeats: int) -> dict:
-    """Whether a run meets the protocol for published figures; a warning on stderr when not."""
+def protocol(responses: int, repeats: int, quiet: bool = False) -> dict:
+    """Whether a run meets the protocol for published figures; a warning on stderr when not (unless ``quiet``)."""
     ok = responses >= MIN_RESPONSES and repeats >= MIN_REPEATS
-    if not ok:
+    if not ok and not quiet:
         print(
             f"WARNING: {responses} responses and {repeats} repeats are below the protocol for published figures "
             f"(>= {MIN_RESPONSES} responses, >= {MIN_REPEATS} repeats): a test of the script, not a measurement",
@@ -772,22 +784,23 @@ def _span(name: str):
     return torch.profiler.record_function(name)
 
 
-def profile_modes(scorer, encoder: Encoder, modes: list[str], device: str, top: int = 25, **kw) -> dict:
-    """One run of each of ``modes`` under ``torch.profiler``: the time of the scorer's named ranges
-    (``judge.encode`` or ``judge.wait_for_workers``, ``judge.prefix_pass``, ``judge.kv_copy``,
-    ``judge.suffix_pass``, ``judge.unshared_pass``, ``judge.readout*``) and the ``top`` operators by self
-    time (device time on a GPU, CPU time otherwise)."""
+def profile_modes(runs: dict, device: str, top: int = 25) -> dict:
+    """One run of each mode of ``runs`` (mode -> a callable that scores the workload once) under
+    ``torch.profiler``: the time of the scorer's named ranges (``judge.encode`` or
+    ``judge.wait_for_workers``, ``judge.prefix_pass``, ``judge.kv_copy``, ``judge.suffix_pass``,
+    ``judge.unshared_pass``, ``judge.block_mask``, ``judge.packed_pass``, ``judge.readout*``) and the
+    ``top`` operators by self time (device time on a GPU, CPU time otherwise)."""
     from torch.profiler import ProfilerActivity, profile
 
     cuda = device.startswith("cuda")
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     out = {}
-    for mode in modes:
+    for mode, run in runs.items():
         sync(device)
         t0 = time.perf_counter()
         with profile(activities=activities) as prof:
             with _span("judge.run"):
-                score_judge(scorer, encoder, share_prefix=mode == "shared", **kw)
+                run()
             sync(device)
         wall = time.perf_counter() - t0
         events = prof.key_averages()
@@ -847,16 +860,23 @@ def score_judge(scorer, encoder: Encoder, *, share_prefix: bool, batch_tokens: i
 
 
 def workload_counts(
-    encoded, fm: FlopModel, share_prefix: bool, batch_tokens: int, batch_size: int, chunk: int | None
+    encoded,
+    fm: FlopModel,
+    share_prefix: bool,
+    batch_tokens: int,
+    batch_size: int,
+    chunk: int | None,
+    packed: bool = False,
 ) -> dict:
-    """Prefill tokens, FLOPs and tokens processed with padding for mode (b) or (c) over ``encoded``."""
-    from judge.models.readout import _pack, batch_cost
+    """Prefill tokens, FLOPs and tokens processed with padding for mode (b) or (c) over ``encoded``
+    (``packed``: the packed layout's rows; the same FLOPs as the KV copy, no padding)."""
+    from judge.models.batching import batch_cost, kept_prefix_len, pack
 
     tokens = flops = tiles = 0
     for e in encoded:
         n_tiles = 0 if e.pixel_values is None else int(e.pixel_values.shape[0])
         if share_prefix:
-            p = e.prefix_len - (1 if any(len(x) == e.prefix_len for x in e.input_ids) else 0)
+            p = kept_prefix_len(e)
             tiles += n_tiles
             flops += fm.vision(n_tiles) + fm.lm(p, 0, 1)
             tokens += p
@@ -871,8 +891,8 @@ def workload_counts(
     groups = [encoded] if not chunk else [encoded[i : i + chunk] for i in range(0, len(encoded), chunk)]
     padded = forward_batches = 0
     for g in groups:
-        for b in _pack(g, share_prefix, batch_tokens, batch_size):
-            padded += batch_cost(b, share_prefix)
+        for b in pack(g, share_prefix, batch_tokens, batch_size, packed=packed):
+            padded += batch_cost(b, share_prefix, packed)
             forward_batches += 1
     return {
         "prefill_tokens": tokens,
@@ -962,7 +982,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--max-tiles", type=int, default=1, help="tiles per image (1: one 448 px tile, 256 tokens)"
     )
-    p.add_argument("--modes", default="mmie,unshared,shared", help="any of mmie, unshared, shared")
+    p.add_argument(
+        "--modes",
+        default="mmie,unshared,shared",
+        help="any of mmie, unshared, shared (KV copy), packed (one packed pass, FlexAttention)",
+    )
     p.add_argument("--new-tokens", type=int, default=256, help="rationale length in mode (a) (default 256)")
     p.add_argument(
         "--mmie-responses",
@@ -1001,8 +1025,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--profile",
         action="store_true",
-        help="after the timed runs, one more run of each mode under torch.profiler: where the time goes "
-        "(encoding, prefix pass, KV-cache copies, suffix passes, read-out, top operators), in the JSON",
+        help="after the first timed repeat, one more run of each of --profile-modes under torch.profiler: "
+        "where the time goes (encoding, prefix pass, KV-cache copies, suffix passes, packed pass, read-out, "
+        "top operators), printed and in the JSON",
+    )
+    p.add_argument(
+        "--profile-modes",
+        default="shared,packed",
+        help="the modes --profile runs (default shared,packed: (b) is plain prefill)",
+    )
+    p.add_argument(
+        "--budget-s",
+        type=float,
+        help="seconds for the timed repeats and the profile, from the first timed run: a run that would "
+        "not fit (by its mode's last time) is not started, and the JSON keeps what finished",
     )
     p.add_argument("--device", default="auto")
     p.add_argument("--dtype", default="auto", help="auto: bfloat16 on a GPU, float32 on the CPU")
@@ -1013,7 +1049,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default=str(REPO / "benchmarks/results"))
     args = p.parse_args(argv)
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
-    unknown = set(modes) - {"mmie", "unshared", "shared"}
+    unknown = set(modes) - {"mmie", "unshared", "shared", "packed"}
     if unknown:
         p.error(f"unknown modes {sorted(unknown)}")
     if args.repeats < 1 or args.responses < 1:
@@ -1093,7 +1129,7 @@ def main(argv: list[str] | None = None) -> int:
     # The encoding workers start now, from the processor, before the model exists and before any timing.
     encoder = Encoder(processor, requests, 0 if args.encode_only else args.workers, chunk)
     workers_start_s = encoder.start()
-    model = None
+    model = scorer = packed_scorer = None
     build_s = weights_bytes = None
     if not args.encode_only:
         t0 = time.perf_counter()
@@ -1105,19 +1141,35 @@ def main(argv: list[str] | None = None) -> int:
             f"built on {device} ({dtype}, attention {args.attn}) in {build_s:.1f} s; "
             f"weights {weights_bytes / GIB:.2f} GiB"
         )
-        scorer = ExpectedScorer(model, processor, rubric.scale.values, device=device)
+        scorer = ExpectedScorer(model, processor, rubric.scale.values, device=device, packed="off")
+        # The packed path, asked for outright: a machine where it cannot run says why (ConfigError).
+        packed_scorer = (
+            ExpectedScorer(model, processor, rubric.scale.values, device=device, packed="flex")
+            if "packed" in modes
+            else None
+        )
     else:
         modes = []
 
+    attn_info = attn_used(model) if model is not None else None
     results: dict[str, dict] = {}
     scores: dict[str, dict] = {}
     kw = dict(batch_tokens=args.batch_tokens, batch_size=args.batch_size)
+    #: mode -> (scorer, share_prefix) of modes (b) and (c)
+    paths = {"unshared": (scorer, False), "shared": (scorer, True), "packed": (packed_scorer, True)}
 
-    # Warm-up: first-call allocations, kernel selection and lazy imports stay out of the timings.
+    def run_mode(mode: str, enc: Encoder):
+        sc, share = paths[mode]
+        return score_judge(sc, enc, share_prefix=share, **kw)
+
+    # Warm-up: first-call allocations, kernel selection, FlexAttention's compilation and lazy imports stay out
+    # of the timings.
     warm = Encoder(processor, requests[: max(1, min(args.warmup, len(requests)))], 0, chunk)
-    for mode in ("unshared", "shared"):
+    for mode in ("unshared", "shared", "packed"):
         if mode in modes:
-            score_judge(scorer, warm, share_prefix=mode == "shared", **kw)
+            t0 = time.perf_counter()
+            run_mode(mode, warm)
+            print(f"  warm-up {mode}: {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
     if "mmie" in modes:
         with eos_ignored(model):
             scorer.score_with_rationale(
@@ -1125,49 +1177,189 @@ def main(argv: list[str] | None = None) -> int:
             )
     sync(device)
 
-    timed = [m for m in ("unshared", "shared") if m in modes]
+    labels = {
+        "unshared": "b. judge-score, no prefix sharing",
+        "shared": "c. judge-score, prefix sharing on KV-cache copies + token-budget batching",
+        "packed": "c. judge-score, prefix sharing in one packed pass per row (FlexAttention prefix-tree mask)",
+    }
+    timed = [m for m in ("unshared", "shared", "packed") if m in modes]
     times: dict[str, list[float]] = {m: [] for m in timed}
     peaks: dict[str, list[dict]] = {m: [] for m in timed}
+    counts_of = {
+        m: workload_counts(
+            encoded,
+            fm,
+            paths[m][1],
+            args.batch_tokens,
+            args.batch_size,
+            chunk if args.workers > 0 else None,
+            packed=m == "packed",
+        )
+        for m in timed
+    }
+    profiles: dict = {}
+    profile_modes_wanted = [m.strip() for m in args.profile_modes.split(",") if m.strip() in timed]
+    path: Path | None = None
+    cmd = "python scripts/bench_score.py" + ("" if not argv else " " + shlex.join(argv))
+    stopped: str | None = None
+
+    def report(final: bool) -> Path:
+        """The results so far: the table (and profile) printed, the JSON (one file) rewritten."""
+        nonlocal path
+        for mode in timed:
+            if not times[mode]:
+                continue
+            sec = statistics.median(times[mode])
+            c = counts_of[mode]
+            results[mode] = {
+                "label": labels[mode],
+                "responses": len(requests),
+                "criterion_scores": n_scores,
+                "seconds": sec,
+                "seconds_all": times[mode],
+                "repeats_done": len(times[mode]),
+                "responses_per_s": len(requests) / sec,
+                "criterion_scores_per_s": n_scores / sec,
+                "prefill_tokens": c["prefill_tokens"],
+                "prefill_tokens_per_s": c["prefill_tokens"] / sec,
+                "tokens_with_padding": c["tokens_with_padding"],
+                "padding_fraction": c["padding_fraction"],
+                "forward_batches": c["batches"],
+                "tiles_encoded": c["tiles"],
+                **rates(sec, c["flops"], peak),
+                **max(peaks[mode], key=lambda m: m["peak_reserved_bytes"] or 0),
+            }
+        ratios = {}
+        for c_mode, key in (("shared", "c_over"), ("packed", "packed_over")):
+            if c_mode in results and "mmie" in results:
+                ratios[f"{key}_a_responses_per_s"] = (
+                    results[c_mode]["responses_per_s"] / results["mmie"]["responses_per_s"]
+                )
+            if c_mode in results and "unshared" in results:
+                ratios[f"{key}_b_responses_per_s"] = (
+                    results[c_mode]["responses_per_s"] / results["unshared"]["responses_per_s"]
+                )
+        if "packed" in results and "shared" in results:
+            ratios["packed_over_shared_responses_per_s"] = (
+                results["packed"]["responses_per_s"] / results["shared"]["responses_per_s"]
+            )
+        agree = {}
+        for x, y in (("unshared", "shared"), ("unshared", "packed"), ("shared", "packed")):
+            if x in scores and y in scores:
+                agree[f"{x}_vs_{y}"] = agreement(scores[x], scores[y])
+        if "shared" in scores and "mmie" in scores:
+            agree["mmie_vs_shared"] = {
+                **agreement(scores["mmie"], scores["shared"]),
+                "note": "different prompts (rationale first) and a rationale before the score: "
+                "not expected to agree",
+            }
+        done = min((len(times[m]) for m in timed), default=args.repeats)
+        result = {
+            "benchmark": "judge scoring throughput: MMIE-style vs judge-score without and with prefix sharing "
+            "(KV copy, packed)",
+            "command": cmd,
+            "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "device": machine_facts(device, peak, gpu),
+            "versions": versions(),
+            **source,
+            "protocol": protocol(len(requests), done if timed else MIN_REPEATS, quiet=not final),
+            "complete": final and stopped is None,
+            "stopped": stopped,
+            "config": {
+                "model": desc,
+                "dtype": str(dtype).replace("torch.", ""),
+                "attn_implementation": args.attn,
+                "attn_used": attn_info,
+                "weights_gib": weights_bytes / GIB if weights_bytes else None,
+                "build_seconds": build_s,
+                "workload": workload,
+                "new_tokens": args.new_tokens,
+                "mmie_responses": args.mmie_responses,
+                "batch_tokens": args.batch_tokens,
+                "batch_size": args.batch_size,
+                "workers": args.workers,
+                "chunk": chunk if args.workers > 0 else None,
+                "workers_start_seconds": workers_start_s,
+                "warmup": args.warmup,
+                "repeats": args.repeats,
+                "budget_s": args.budget_s,
+                "modes": modes,
+                "seed": args.seed,
+            },
+            "flop_formula": {
+                "lm_forward": "2*P_lm*n + 4*L*d_attn*(n*c + n*(n+1)/2) + 2*d_model*V*k  (n new tokens, c cached, "
+                "k logit positions)",
+                "vision_forward": "tiles*(2*P_vit*T + 4*L_vit*d_vit*T^2 + 2*P_proj*T_llm)",
+                "P_lm": fm.lm_params,
+                "L": fm.lm_layers,
+                "d_attn": fm.attn_dim,
+                "d_model_x_V": fm.head_params,
+                "P_vit": fm.vit_params,
+                "L_vit": fm.vit_layers,
+                "d_vit": fm.vit_dim,
+                "T": fm.vit_tokens,
+                "P_proj": fm.proj_params,
+                "T_llm": fm.tile_tokens,
+                "notes": "real tokens only (no padding); each mode is charged the work its algorithm does (packed: "
+                "the same as shared); MFU = flops / seconds / peak_bf16_tflops",
+            },
+            "results": results,
+            "ratios": ratios,
+            "agreement": agree,
+            "profile": profiles or None,
+        }
+        print_table(result)
+        if path is None:
+            path = write_result(
+                args.out, "bench_score_encode" if args.encode_only else "bench_score", device, result
+            )
+        else:
+            from judge.core.atomic import write_json
+
+            write_json(path, result)
+        print(f"wrote {path}", flush=True)
+        return path
+
+    t_budget = time.perf_counter()
+
+    def fits(mode: str) -> bool:
+        if args.budget_s is None or not times[mode]:
+            return True
+        return time.perf_counter() - t_budget + times[mode][-1] <= args.budget_s
+
     for rep in range(args.repeats):
         # Alternate the order, so that a drift in the machine's state does not favour one mode.
         for mode in timed if rep % 2 == 0 else timed[::-1]:
+            if not fits(mode):
+                stopped = (
+                    f"--budget-s {args.budget_s:g}: repeat {rep + 1} of {mode} (last {times[mode][-1]:.1f} s) would "
+                    f"end past it, {time.perf_counter() - t_budget:.1f} s in"
+                )
+                break
             reset_peak(device)
             sync(device)
             t0 = time.perf_counter()
-            out = score_judge(scorer, encoder, share_prefix=mode == "shared", **kw)
+            out = run_mode(mode, encoder)
             sync(device)
             times[mode].append(time.perf_counter() - t0)
             peaks[mode].append(peak_memory(device))
             print(f"  {mode:8s} run {rep + 1}: {times[mode][-1]:.2f} s", file=sys.stderr, flush=True)
             assert sum(len(s) for _, s in out) == n_scores
             scores[mode] = _scores_by_key(out)
-    for mode in timed:
-        share = mode == "shared"
-        sec = statistics.median(times[mode])
-        c = workload_counts(
-            encoded, fm, share, args.batch_tokens, args.batch_size, chunk if args.workers > 0 else None
-        )
-        results[mode] = {
-            "label": "b. judge-score, no prefix sharing"
-            if not share
-            else "c. judge-score, prefix sharing + token-budget batching",
-            "responses": len(requests),
-            "criterion_scores": n_scores,
-            "seconds": sec,
-            "seconds_all": times[mode],
-            "responses_per_s": len(requests) / sec,
-            "criterion_scores_per_s": n_scores / sec,
-            "prefill_tokens": c["prefill_tokens"],
-            "prefill_tokens_per_s": c["prefill_tokens"] / sec,
-            "tokens_with_padding": c["tokens_with_padding"],
-            "padding_fraction": c["padding_fraction"],
-            "forward_batches": c["batches"],
-            "tiles_encoded": c["tiles"],
-            **rates(sec, c["flops"], peak),
-            **max(peaks[mode], key=lambda m: m["peak_reserved_bytes"] or 0),
-        }
+        if stopped:
+            print(f"stopped: {stopped}", file=sys.stderr, flush=True)
+            break
+        if rep == 0 and args.profile and profile_modes_wanted:
+            # Right after the first repeat, so that a run cut later still has it.
+            profiles.update(
+                profile_modes(
+                    {m: functools.partial(run_mode, m, encoder) for m in profile_modes_wanted}, device
+                )
+            )
+            print_profile(profiles)
+        report(final=False)
 
-    if "mmie" in modes:
+    if "mmie" in modes and not stopped:
         sub = [request_for(it, rubric, "rationale_score") for it in items[: max(1, args.mmie_responses)]]
         reset_peak(device)
         sync(device)
@@ -1198,83 +1390,7 @@ def main(argv: list[str] | None = None) -> int:
             **mem,
         }
 
-    profiles = profile_modes(scorer, encoder, timed, device, **kw) if args.profile and timed else {}
-
-    ratios = {}
-    if "shared" in results and "mmie" in results:
-        ratios["c_over_a_responses_per_s"] = (
-            results["shared"]["responses_per_s"] / results["mmie"]["responses_per_s"]
-        )
-    if "shared" in results and "unshared" in results:
-        ratios["c_over_b_responses_per_s"] = (
-            results["shared"]["responses_per_s"] / results["unshared"]["responses_per_s"]
-        )
-    agree = {}
-    if "shared" in scores and "unshared" in scores:
-        agree["unshared_vs_shared"] = agreement(scores["unshared"], scores["shared"])
-    if "shared" in scores and "mmie" in scores:
-        agree["mmie_vs_shared"] = {
-            **agreement(scores["mmie"], scores["shared"]),
-            "note": "different prompts (rationale first) and a rationale before the score: "
-            "not expected to agree",
-        }
-
-    cmd = "python scripts/bench_score.py" + ("" if not argv else " " + shlex.join(argv))
-    result = {
-        "benchmark": "judge scoring throughput: MMIE-style vs judge-score without and with prefix sharing",
-        "command": cmd,
-        "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "device": machine_facts(device, peak, gpu),
-        "versions": versions(),
-        **source,
-        "protocol": protocol(len(requests), args.repeats if timed else MIN_REPEATS),
-        "config": {
-            "model": desc,
-            "dtype": str(dtype).replace("torch.", ""),
-            "attn_implementation": args.attn,
-            "attn_used": attn_used(model) if model is not None else None,
-            "weights_gib": weights_bytes / GIB if weights_bytes else None,
-            "build_seconds": build_s,
-            "workload": workload,
-            "new_tokens": args.new_tokens,
-            "mmie_responses": args.mmie_responses,
-            "batch_tokens": args.batch_tokens,
-            "batch_size": args.batch_size,
-            "workers": args.workers,
-            "chunk": chunk if args.workers > 0 else None,
-            "workers_start_seconds": workers_start_s,
-            "warmup": args.warmup,
-            "repeats": args.repeats,
-            "modes": modes,
-            "seed": args.seed,
-        },
-        "flop_formula": {
-            "lm_forward": "2*P_lm*n + 4*L*d_attn*(n*c + n*(n+1)/2) + 2*d_model*V*k  (n new tokens, c cached, "
-            "k logit positions)",
-            "vision_forward": "tiles*(2*P_vit*T + 4*L_vit*d_vit*T^2 + 2*P_proj*T_llm)",
-            "P_lm": fm.lm_params,
-            "L": fm.lm_layers,
-            "d_attn": fm.attn_dim,
-            "d_model_x_V": fm.head_params,
-            "P_vit": fm.vit_params,
-            "L_vit": fm.vit_layers,
-            "d_vit": fm.vit_dim,
-            "T": fm.vit_tokens,
-            "P_proj": fm.proj_params,
-            "T_llm": fm.tile_tokens,
-            "notes": "real tokens only (no padding); each mode is charged the work its algorithm does; "
-            "MFU = flops / seconds / peak_bf16_tflops",
-        },
-        "results": results,
-        "ratios": ratios,
-        "agreement": agree,
-        "profile": profiles or None,
-    }
-    print_table(result)
-    if profiles:
-        print_profile(profiles)
-    path = write_result(args.out, "bench_score_encode" if args.encode_only else "bench_score", device, result)
-    print(f"wrote {path}")
+    report(final=True)
     del model
     reset_peak(device)
     return 0
@@ -1304,7 +1420,7 @@ def print_table(result: dict) -> None:
     ]
     print("| " + " | ".join(head) + " |")
     print("|" + "|".join("---" for _ in head) + "|")
-    for key in ("mmie", "unshared", "shared"):
+    for key in ("mmie", "unshared", "shared", "packed"):
         if key not in rows:
             continue
         r = rows[key]

@@ -11,8 +11,22 @@ torch (AdamW on the adapters, bf16 autocast on the GPU, as the Trainer's ``bf16:
 nothing but the step is timed.
 
 Configurations (``--configs``): ``lora``, ``lora-gc``, ``qlora``, ``qlora-gc`` (``-gc``: gradient
-checkpointing, non-reentrant as ``judge-train`` sets it). For each: tokens/s, examples/s,
-achieved TFLOP/s, MFU, peak GPU memory (weights, optimizer state and activations).
+checkpointing, non-reentrant as ``judge-train`` sets it), each also with ``-packed`` (``lora-packed``,
+``qlora-gc-packed``...: ``train.packing``, the batch's examples end to end in one row, nothing padded;
+on a GPU the language model then runs ``flex_attention``). For each: tokens/s, examples/s, achieved
+TFLOP/s, MFU, peak GPU memory (weights, optimizer state and activations).
+
+Repeats (``--repeats``, default 3): every configuration runs once per repeat, in an order that alternates
+(forward, then backward, ...), and the median is reported, so that clocks, the allocator's state or
+autotuning do not favour whichever runs first. A quantization's model is loaded once per repeat (LoRA's
+and QLoRA's are never held together, so each peak is its own); within it the configurations toggle
+checkpointing and packing on the same model, with a fresh optimizer each. The table and the JSON (one
+file, rewritten) come after every repeat, and ``--budget-s`` stops cleanly before a repeat that would
+not fit (by the last one's time).
+
+liger-kernel (``--liger`` / ``--no-liger``; default: on where it can run, as ``judge-train``'s
+``train.liger_kernel: null``): RMSNorm, SwiGLU and RoPE kernels and the fused cross-entropy at the label
+positions. It patches the process, so a run with and one without are two runs of this script.
 
 Loss (``--loss-on``): ``labels`` (default) runs the LM head only where labels are (the batch
 re-aligned to the right, so every completion ends in the last column, and ``logits_to_keep``);
@@ -56,11 +70,16 @@ if str(SCRIPTS) not in sys.path:
 import bench_score as bs  # noqa: E402  (the shared model, workload and FLOP helpers)
 
 REPO = bs.REPO
+#: configuration -> (quantization, gradient checkpointing, packing)
 CONFIGS = {
-    "lora": ("none", False),
-    "lora-gc": ("none", True),
-    "qlora": ("4bit", False),
-    "qlora-gc": ("4bit", True),
+    f"{base}{'-packed' if packed else ''}": (quant, gc, packed)
+    for base, (quant, gc) in {
+        "lora": ("none", False),
+        "lora-gc": ("none", True),
+        "qlora": ("4bit", False),
+        "qlora-gc": ("4bit", True),
+    }.items()
+    for packed in (False, True)
 }
 
 
@@ -139,10 +158,19 @@ def loss_all(model, batch: dict):
 
 
 # ----------------------------------------------------------------------------- FLOPs
+def example_sizes(batch: dict) -> tuple[list[int], list[int]]:
+    """(tokens, label tokens) of each example of a padded batch or a packed row (CPU tensors)."""
+    labelled = batch["labels"] != -100
+    if "attention_mask" in batch:
+        return batch["attention_mask"].sum(1).tolist(), labelled.sum(1).tolist()
+    starts = (batch["position_ids"][0] == 0).nonzero()[:, 0].tolist() + [batch["input_ids"].shape[1]]
+    spans = list(zip(starts[:-1], starts[1:], strict=True))
+    return [b - a for a, b in spans], [int(labelled[0, a:b].sum()) for a, b in spans]
+
+
 def step_flops(batch: dict, fm: bs.FlopModel, lora_params: int) -> tuple[float, float, int, int]:
     """(FLOPs, FLOPs by the 6N convention, real tokens, label tokens) of one step on ``batch`` (CPU tensors)."""
-    n_rows = batch["attention_mask"].sum(1).tolist()
-    k_rows = (batch["labels"] != -100).sum(1).tolist()
+    n_rows, k_rows = example_sizes(batch)
     tiles = int(batch["pixel_values"].shape[0]) if "pixel_values" in batch else 0
     flops = flops6 = fm.vision(tiles)
     for n, k in zip(n_rows, k_rows, strict=True):
@@ -155,26 +183,21 @@ def step_flops(batch: dict, fm: bs.FlopModel, lora_params: int) -> tuple[float, 
 
 
 # ----------------------------------------------------------------------------- one configuration
-def run_config(
-    name: str, args, model_dir: Path, device: str, dtype_name: str, examples, lengths, fm, peak
-) -> dict:
+def load_model(quant: str, args, model_dir: Path, device: str, dtype_name: str):
+    """The model of one quantization through judge-train's ``build_model``, on ``device``, training mode.
+    Returns ``(model, processor, dtype, run config, load seconds, weights GiB)``."""
     import torch
-    from torch.utils.data import DataLoader
 
-    from judge.train.collator import JudgeCollator
     from judge.train.config import RunConfig
     from judge.train.trainer import build_model
 
-    quant, gc_on = CONFIGS[name]
     if quant != "none" and not device.startswith("cuda") and torch.cuda.is_available():
         raise SystemExit(
-            f"{name}: build_model places a 4-bit model on the GPU whenever one is present; run with "
+            f"{quant}: build_model places a 4-bit model on the GPU whenever one is present; run with "
             "--device cuda, or hide the GPU (CUDA_VISIBLE_DEVICES=) for a CPU run"
         )
     if quant != "none" and not device.startswith("cuda"):
-        print(
-            f"  {name}: 4-bit on the CPU (bitsandbytes' CPU kernels): slow, for testing only", file=sys.stderr
-        )
+        print("  4-bit on the CPU (bitsandbytes' CPU kernels): slow, for testing only", file=sys.stderr)
     bs.reset_peak(device)
     cfg = RunConfig.model_validate(
         {
@@ -182,35 +205,51 @@ def run_config(
             "model": {"path": str(model_dir), "dtype": dtype_name, "attn_implementation": args.attn},
             "lora": {"r": args.lora_r, "alpha": args.lora_alpha, "dropout": args.lora_dropout},
             "quantization": quant,
-            "train": {
-                "gradient_checkpointing": gc_on,
-                "per_device_train_batch_size": args.batch_size,
-                "liger_kernel": args.liger,
-            },
+            "train": {"per_device_train_batch_size": args.batch_size, "liger_kernel": args.liger},
         }
     )
     t0 = time.perf_counter()
     model, processor, dtype = build_model(cfg)
     if quant == "none":
         model.to(device)
+    model.train()
+    bs.sync(device)
+    weights = torch.cuda.memory_allocated() / bs.GIB if device.startswith("cuda") else None
+    return model, processor, dtype, cfg, time.perf_counter() - t0, weights
+
+
+def run_config(
+    name: str, model, processor, dtype, cfg, args, device: str, examples, lengths, fm, peak
+) -> dict:
+    """Warm-up and timed steps of configuration ``name`` on ``model`` (checkpointing and packing set as it
+    says, a fresh optimizer); returns its figures (or ``error``)."""
+    import torch
+    from torch.utils.data import DataLoader
+
+    from judge.train.collator import JudgeCollator
+    from judge.train.trainer import liger_on
+
+    quant, gc_on, packed = CONFIGS[name]
+    cuda = device.startswith("cuda")
     if gc_on:
         # What the Trainer does with gradient_checkpointing: true and judge-train's kwargs.
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    else:
+        model.gradient_checkpointing_disable()
+    if cuda and args.attn == "sdpa":
+        # judge-train's packing on a GPU: the language model on flex_attention (a block mask that skips the
+        # other examples of the row); padded batches keep sdpa.
+        base = model.get_base_model() if hasattr(model, "get_base_model") else model
+        base.set_attn_implementation({"text_config": "flex_attention" if packed else "sdpa"})
     model.train()
-    bs.sync(device)
-    load_s = time.perf_counter() - t0
-    weights_mem = torch.cuda.memory_allocated() / bs.GIB if device.startswith("cuda") else None
+    bs.reset_peak(device)
     trainable = [p for p in model.parameters() if p.requires_grad]
     lora_params = sum(p.numel() for p in trainable)
     opt = torch.optim.AdamW(
-        trainable,
-        lr=args.lr,
-        weight_decay=0.0,
-        fused=device.startswith("cuda") and all(p.is_cuda for p in trainable),
+        trainable, lr=args.lr, weight_decay=0.0, fused=cuda and all(p.is_cuda for p in trainable)
     )
-    collator = JudgeCollator(processor)
+    collator = JudgeCollator(processor, labels_last=args.loss_on == "labels" and not packed, packed=packed)
     sampler = BatchSampler(lengths, args.batch_size, args.bucket, args.seed)
-    cuda = device.startswith("cuda")
     loader = DataLoader(
         examples,
         batch_sampler=sampler,
@@ -226,8 +265,9 @@ def run_config(
         if dtype == torch.bfloat16
         else contextlib.nullcontext()
     )
-    if args.loss_on == "labels":
-        loss_fn = functools.partial(loss_labels_only, fused=args.liger)
+    fused = liger_on(cfg)
+    if args.loss_on == "labels" or packed:
+        loss_fn = functools.partial(loss_labels_only, fused=fused)
     else:
         loss_fn = loss_all
     pixel_dtype = next(
@@ -241,13 +281,13 @@ def run_config(
     flops = flops6 = 0.0
     tokens = labels = padded = 0
     it = iter(loader)
-    t_start = t_last = None
+    t_start = t_last = time.perf_counter()
     result: dict = {
         "quantization": quant,
         "gradient_checkpointing": gc_on,
+        "packing": packed,
+        "liger_kernel": fused,
         "trainable_params": lora_params,
-        "load_seconds": load_s,
-        "weights_memory_gib": weights_mem,
         "attn_implementation": bs.attn_used(model),
     }
     try:
@@ -260,8 +300,6 @@ def run_config(
                 f, f6, n, k = step_flops(batch, fm, lora_params)
                 flops, flops6, tokens, labels = flops + f, flops6 + f6, tokens + n, labels + k
                 padded += batch["input_ids"].numel()
-            if args.loss_on == "labels":
-                batch = right_align(batch)
             batch = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
             if "pixel_values" in batch:
                 batch["pixel_values"] = batch["pixel_values"].to(pixel_dtype)
@@ -281,8 +319,9 @@ def run_config(
     except torch.cuda.OutOfMemoryError as e:
         result.update({"error": f"out of memory: {str(e).splitlines()[0]}", **bs.peak_memory(device)})
         print(f"  {name}: out of memory", file=sys.stderr)
-        del model, opt
         return result
+    finally:
+        del opt, loader, it
     loss_values = [float(x) for x in losses]
     n_examples = args.steps * args.batch_size
     result.update(
@@ -308,8 +347,25 @@ def run_config(
             **bs.peak_memory(device),
         }
     )
-    del model, opt, loader, it
     return result
+
+
+def median_result(runs: list[dict]) -> dict:
+    """One configuration's figures over its repeats: the run of median time, with every run's seconds and
+    the highest memory peaks of all."""
+    ok = [r for r in runs if "error" not in r]
+    if not ok:
+        return runs[-1]
+    ok.sort(key=lambda r: r["seconds"])
+    out = dict(ok[(len(ok) - 1) // 2])
+    out["repeats_done"] = len(ok)
+    out["seconds_all"] = [r["seconds"] for r in runs if "error" not in r]
+    out["tokens_per_s_all"] = [r["tokens_per_s"] for r in runs if "error" not in r]
+    for key in ("peak_allocated_gib", "peak_reserved_gib", "peak_allocated_bytes", "peak_reserved_bytes"):
+        vals = [r.get(key) for r in ok if r.get(key) is not None]
+        if vals:
+            out[key] = max(vals)
+    return out
 
 
 # ----------------------------------------------------------------------------- main
@@ -319,7 +375,9 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
     p.add_argument("--shape", choices=sorted(bs.SHAPES), default="4b")
-    p.add_argument("--configs", default="lora,lora-gc,qlora,qlora-gc", help=f"any of {', '.join(CONFIGS)}")
+    p.add_argument(
+        "--configs", default="lora-gc,lora,lora-packed,qlora-gc", help=f"any of {', '.join(CONFIGS)}"
+    )
     p.add_argument(
         "--steps", type=int, default=10, help="timed optimizer steps per configuration (default 10)"
     )
@@ -342,9 +400,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--bucket", action=argparse.BooleanOptionalAction, default=True, help="length bucketing")
     p.add_argument(
         "--liger",
-        action="store_true",
+        action=argparse.BooleanOptionalAction,
+        default=None,
         help="liger-kernel (judge-train's train.liger_kernel): RMSNorm, SwiGLU and RoPE kernels in the Qwen2 LM "
-        "and the fused linear cross-entropy (with --loss-on labels); needs a CUDA GPU",
+        "and the fused linear cross-entropy; --liger needs a CUDA GPU (default: on where it can run)",
+    )
+    p.add_argument(
+        "--repeats",
+        type=int,
+        default=3,
+        help="runs of every configuration, alternating their order; the median is reported (default 3)",
+    )
+    p.add_argument(
+        "--budget-s",
+        type=float,
+        help="seconds for all repeats: a repeat that would not fit (by the last one's time) is not started, "
+        "and the JSON keeps the repeats done",
     )
     p.add_argument(
         "--workers", type=int, default=2, help="DataLoader workers running the collator (0: inline)"
@@ -389,6 +460,8 @@ def main(argv: list[str] | None = None) -> int:
     bad = set(configs) - set(CONFIGS)
     if bad:
         p.error(f"unknown configs {sorted(bad)}")
+    if args.repeats < 1:
+        p.error("--repeats must be positive")
     if args.liger:
         from judge.train.trainer import liger_unavailable
 
@@ -422,6 +495,84 @@ def main(argv: list[str] | None = None) -> int:
     desc = bs.describe(shape, config, counts)
     bs.print_description(desc)
     fm = bs.flop_model(config, counts)
+
+    def report(runs, loads, repeats_done: int, stopped: str | None, path: Path | None, final: bool) -> Path:
+        """The results so far (medians over the repeats done): the table printed, the JSON (one file)
+        rewritten."""
+        results = {name: median_result(r) for name, r in runs.items() if r}
+        cmd = "python scripts/bench_train.py" + ("" if not argv else " " + shlex.join(argv))
+        result = {
+            "benchmark": "judge LoRA SFT training throughput: bf16 LoRA and 4-bit QLoRA, with and without "
+            "gradient checkpointing",
+            "command": cmd,
+            "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "device": bs.machine_facts(device, peak, gpu),
+            "versions": bs.versions(),
+            **source,
+            "protocol": {
+                "steps": args.steps,
+                "warmup_steps": args.warmup_steps,
+                "repeats": args.repeats,
+                "min_repeats": bs.MIN_REPEATS,
+                "met": repeats_done >= bs.MIN_REPEATS,
+            },
+            "config": {
+                "model": desc,
+                "dtype": dtype_name,
+                "attn_implementation": args.attn,
+                "workload": workload,
+                "lora": {
+                    "r": args.lora_r,
+                    "alpha": args.lora_alpha,
+                    "dropout": args.lora_dropout,
+                    "target_modules": "language (q,k,v,o,gate,up,down of the language model)",
+                },
+                "optimizer": "torch AdamW (fused on the GPU)",
+                "lr": args.lr,
+                "batch_size": args.batch_size,
+                "steps": args.steps,
+                "warmup_steps": args.warmup_steps,
+                "loss_on": args.loss_on,
+                "liger_kernel": args.liger,
+                "liger_kernel_used": any(r.get("liger_kernel") for r in results.values()),
+                "repeats": args.repeats,
+                "budget_s": args.budget_s,
+                "bucket": args.bucket,
+                "workers": args.workers,
+                "pin_memory": args.pin_memory,
+                "configs": configs,
+                "seed": args.seed,
+            },
+            "flop_formula": {
+                "forward": "2*P_lm*n + 4*L*d_attn*n*(n+1)/2 + 2*d_model*V*k + F_vit(tiles)",
+                "backward": "2*P_lm*n + 8*L*d_attn*n*(n+1)/2 + 2*d_model*V*k (frozen base: input gradients only)",
+                "adapters": "6*P_lora*n",
+                "convention_6n": "6*P_lm*n + 12*L*d_attn*n*(n+1)/2 + 6*d_model*V*k + 6*P_lora*n + F_vit(tiles)",
+                "P_lm": fm.lm_params,
+                "L": fm.lm_layers,
+                "d_attn": fm.attn_dim,
+                "d_model_x_V": fm.head_params,
+                "P_vit": fm.vit_params,
+                "T": fm.vit_tokens,
+                "P_proj": fm.proj_params,
+                "notes": "n real tokens (no padding), k label tokens per example; recomputation under gradient "
+                "checkpointing is not counted (MFU, not HFU); MFU = flops / seconds / peak_bf16_tflops",
+            },
+            "results": results,
+        }
+        result["repeats_done"] = repeats_done
+        result["complete"] = final and stopped is None
+        result["stopped"] = stopped
+        result["load_seconds"] = loads
+        print_table(result)
+        if path is None:
+            path = bs.write_result(args.out, "bench_train", device, result)
+        else:
+            from judge.core.atomic import write_json
+
+            write_json(path, result)
+        print(f"wrote {path}", flush=True)
+        return path
 
     tmp = None
     model_dir = (
@@ -477,75 +628,55 @@ def main(argv: list[str] | None = None) -> int:
             f"({min(lengths)}-{max(lengths)}), target {args.target!r}"
         )
 
-        results = {}
-        for name in configs:
-            results[name] = run_config(name, args, model_dir, device, dtype_name, examples, lengths, fm, peak)
-            r = results[name]
-            if "error" not in r:
-                print(
-                    f"  {name}: {r['tokens_per_s']:.4g} tokens/s, loss {r['loss_first']:.3f} -> {r['loss_last']:.3f}",
-                    file=sys.stderr,
-                    flush=True,
+        runs: dict[str, list[dict]] = {c: [] for c in configs}
+        loads: dict[str, list[float]] = {}
+        path: Path | None = None
+        stopped: str | None = None
+        groups = [q for q in ("none", "4bit") if any(CONFIGS[c][0] == q for c in configs)]
+        t_budget = time.perf_counter()
+        rep_seconds: list[float] = []
+        for rep in range(args.repeats):
+            if args.budget_s is not None and rep_seconds:
+                elapsed = time.perf_counter() - t_budget
+                if elapsed + rep_seconds[-1] > args.budget_s:
+                    stopped = (
+                        f"--budget-s {args.budget_s:g}: repeat {rep + 1} (the last took {rep_seconds[-1]:.0f} s) "
+                        f"would end past it, {elapsed:.0f} s in"
+                    )
+                    print(f"stopped: {stopped}", file=sys.stderr, flush=True)
+                    break
+            t_rep = time.perf_counter()
+            # Alternate: forward on even repeats, backward on odd ones, for the models and the configurations.
+            order = groups if rep % 2 == 0 else groups[::-1]
+            for quant in order:
+                model, processor, dtype, cfg, load_s, weights = load_model(
+                    quant, args, model_dir, device, dtype_name
                 )
-            bs.reset_peak(device)
+                loads.setdefault(quant, []).append(load_s)
+                names = [c for c in configs if CONFIGS[c][0] == quant]
+                for name in names if rep % 2 == 0 else names[::-1]:
+                    r = run_config(
+                        name, model, processor, dtype, cfg, args, device, examples, lengths, fm, peak
+                    )
+                    r.update(load_seconds=load_s, weights_memory_gib=weights)
+                    runs[name].append(r)
+                    if "error" not in r:
+                        print(
+                            f"  {name} run {rep + 1}: {r['seconds']:.2f} s, {r['tokens_per_s']:.4g} tokens/s, "
+                            f"loss {r['loss_first']:.3f} -> {r['loss_last']:.3f}",
+                            file=sys.stderr,
+                            flush=True,
+                        )
+                    bs.reset_peak(device)
+                del model
+                bs.reset_peak(device)
+            rep_seconds.append(time.perf_counter() - t_rep)
+            path = report(runs, loads, rep + 1, stopped, path, final=rep + 1 == args.repeats)
     finally:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
-
-    cmd = "python scripts/bench_train.py" + ("" if not argv else " " + shlex.join(argv))
-    result = {
-        "benchmark": "judge LoRA SFT training throughput: bf16 LoRA and 4-bit QLoRA, with and without "
-        "gradient checkpointing",
-        "command": cmd,
-        "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "device": bs.machine_facts(device, peak, gpu),
-        "versions": bs.versions(),
-        **source,
-        "protocol": {"steps": args.steps, "warmup_steps": args.warmup_steps},
-        "config": {
-            "model": desc,
-            "dtype": dtype_name,
-            "attn_implementation": args.attn,
-            "workload": workload,
-            "lora": {
-                "r": args.lora_r,
-                "alpha": args.lora_alpha,
-                "dropout": args.lora_dropout,
-                "target_modules": "language (q,k,v,o,gate,up,down of the language model)",
-            },
-            "optimizer": "torch AdamW (fused on the GPU)",
-            "lr": args.lr,
-            "batch_size": args.batch_size,
-            "steps": args.steps,
-            "warmup_steps": args.warmup_steps,
-            "loss_on": args.loss_on,
-            "liger_kernel": args.liger,
-            "bucket": args.bucket,
-            "workers": args.workers,
-            "pin_memory": args.pin_memory,
-            "configs": configs,
-            "seed": args.seed,
-        },
-        "flop_formula": {
-            "forward": "2*P_lm*n + 4*L*d_attn*n*(n+1)/2 + 2*d_model*V*k + F_vit(tiles)",
-            "backward": "2*P_lm*n + 8*L*d_attn*n*(n+1)/2 + 2*d_model*V*k (frozen base: input gradients only)",
-            "adapters": "6*P_lora*n",
-            "convention_6n": "6*P_lm*n + 12*L*d_attn*n*(n+1)/2 + 6*d_model*V*k + 6*P_lora*n + F_vit(tiles)",
-            "P_lm": fm.lm_params,
-            "L": fm.lm_layers,
-            "d_attn": fm.attn_dim,
-            "d_model_x_V": fm.head_params,
-            "P_vit": fm.vit_params,
-            "T": fm.vit_tokens,
-            "P_proj": fm.proj_params,
-            "notes": "n real tokens (no padding), k label tokens per example; recomputation under gradient "
-            "checkpointing is not counted (MFU, not HFU); MFU = flops / seconds / peak_bf16_tflops",
-        },
-        "results": results,
-    }
-    print_table(result)
-    path = bs.write_result(args.out, "bench_train", device, result)
-    print(f"wrote {path}")
+    if stopped is not None or path is None:
+        path = report(runs, loads, len(rep_seconds), stopped, path, final=True)
     return 0
 
 
@@ -557,6 +688,7 @@ def print_table(result: dict) -> None:
     )
     head = [
         "config",
+        "runs",
         "s/step",
         "tokens/s",
         "examples/s",
@@ -575,7 +707,7 @@ def print_table(result: dict) -> None:
             print(f"| {name} | {r['error']} |" + " |" * (len(head) - 2))
             continue
         print(
-            f"| {name} | {r['seconds_per_step']:.3g} | {r['tokens_per_s']:.4g} | {r['examples_per_s']:.3g} | "
+            f"| {name} | {r.get('repeats_done', 1)} | {r['seconds_per_step']:.3g} | {r['tokens_per_s']:.4g} | {r['examples_per_s']:.3g} | "
             f"{f(r['tflops_per_s'], '.3g')} | {f(r['mfu'], '.1%')} | {f(r['mfu_6n'], '.1%')} | "
             f"{f(r['peak_allocated_gib'], '.2f')} | {f(r['peak_reserved_gib'], '.2f')} | "
             f"{r['loss_first']:.3f} -> {r['loss_last']:.3f} |"

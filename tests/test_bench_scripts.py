@@ -88,6 +88,8 @@ def test_bench_score_tiny_three_modes(bs, tmp_path):
         "cpu",
         "--allow-dirty",
         "--profile",
+        "--profile-modes",
+        "unshared,shared",
         "--out",
         str(tmp_path),
     ]
@@ -294,17 +296,33 @@ def test_bench_train_tiny_all_configs(bt, tmp_path):
         "0",
         "--device",
         "cpu",
+        "--configs",
+        "lora,lora-gc,qlora,qlora-gc,lora-gc-packed",
+        "--repeats",
+        "2",
         "--allow-dirty",
         "--out",
         str(tmp_path),
     ]
     assert bt.main(argv) == 0
-    (path,) = tmp_path.glob("bench_train_cpu_*.json")
+    (path,) = tmp_path.glob("bench_train_cpu_*.json")  # one file, rewritten after each repeat
     d = json.loads(path.read_text())
     assert d["command"] == "python scripts/bench_train.py " + " ".join(argv)
     for key in ("date", "device", "versions", "config", "flop_formula", "results"):
         assert key in d, key
-    assert set(d["results"]) == {"lora", "lora-gc", "qlora", "qlora-gc"}
+    assert set(d["results"]) == {"lora", "lora-gc", "qlora", "qlora-gc", "lora-gc-packed"}
+    # Every configuration ran once per repeat; the reported run is the median's, every time is kept.
+    assert d["repeats_done"] == 2 and d["complete"] and d["protocol"]["met"] is False  # 2 < 3 repeats
+    for r in d["results"].values():
+        assert r["repeats_done"] == 2 and len(r["seconds_all"]) == 2 and r["seconds"] in r["seconds_all"]
+    # Packed: nothing padded, the same examples (tokens and labels) as the padded run of the same step count.
+    packed, padded = d["results"]["lora-gc-packed"], d["results"]["lora-gc"]
+    assert packed["packing"] and not padded["packing"] and packed["padding_fraction"] == 0
+    assert packed["tokens"] == padded["tokens"] and packed["label_tokens"] == padded["label_tokens"]
+    assert packed["flops"] == pytest.approx(padded["flops"])
+    assert (
+        d["config"]["liger_kernel"] is None and not d["config"]["liger_kernel_used"]
+    )  # auto: off on the CPU
     for name, r in d["results"].items():
         assert "error" not in r, (name, r)
         for key in (
@@ -324,7 +342,7 @@ def test_bench_train_tiny_all_configs(bt, tmp_path):
         assert r["steps"] == 2 and r["tokens"] > 0 and r["loss_finite"]
         assert r["mfu"] is None and r["peak_allocated_gib"] is None and r["peak_reserved_gib"] is None
         assert r["flops_6n"] > r["flops"] > 0
-        assert r["gradient_checkpointing"] == name.endswith("-gc")
+        assert r["gradient_checkpointing"] == ("-gc" in name)
         assert r["quantization"] == ("4bit" if name.startswith("qlora") else "none")
     # LoRA adapters only: the same trainable count whether the base is bf16/fp32 or 4-bit.
     assert d["results"]["lora"]["trainable_params"] == d["results"]["qlora"]["trainable_params"]
@@ -358,7 +376,7 @@ def test_bench_repro_measures_every_path_and_the_reproducible_mode_is_exact(tmp_
     are bit-identical, and its throughput is measured against the default's."""
     br = _load("bench_repro")
     argv = ["--dtypes", "bfloat16", "--responses", "5", "--targets", "3", "--repeats", "1", "--threads", "1",
-            "--compare-readout",
+            "--compare-readout", "--full",
             "--allow-dirty", "--out", str(tmp_path)]  # fmt: skip
     assert br.main(argv) == 0
     (path,) = tmp_path.glob("bench_repro_cpu_*.json")
@@ -423,3 +441,68 @@ def test_bench_e2e_times_judge_score_beside_bench_c_on_the_same_items(tmp_path):
         assert r["steady_responses_per_s"] == (pytest.approx(5 / steady) if steady > 0 else None)
     with pytest.raises(SystemExit):
         be.main(["--score-workers", "1,x"])
+
+
+def test_bench_score_budget_ends_cleanly_with_what_it_has(bs, tmp_path):
+    """--budget-s stops before a run that would not fit and writes the repeats done; the JSON is one file,
+    rewritten after every repeat (so a run killed later keeps them)."""
+    argv = ["--shape", "tiny", "--responses", "3", "--prompt-tokens", "250", "--modes", "unshared,shared",
+            "--warmup", "1", "--repeats", "5", "--budget-s", "0.01", "--device", "cpu", "--allow-dirty",
+            "--out", str(tmp_path)]  # fmt: skip
+    assert bs.main(argv) == 0
+    (path,) = tmp_path.glob("bench_score_cpu_*.json")
+    d = json.loads(path.read_text())
+    assert d["complete"] is False and "--budget-s 0.01" in d["stopped"]
+    for mode in ("unshared", "shared"):
+        assert d["results"][mode]["repeats_done"] == 1 and len(d["results"][mode]["seconds_all"]) == 1
+    assert d["protocol"]["met"] is False and d["agreement"]["unshared_vs_shared"]["pairs"] == 21
+
+
+@pytest.mark.slow
+def test_gpu_figures_all_runs_every_step_on_the_cpu(tmp_path):
+    """The device script's `all` phase with the tiny shape on the CPU, as the GPU session will run it at the
+    4B shape: every step ends with rc 0, and the archive holds the three JSONs, with the figures the goals
+    table needs (packed and KV-copy (c) beside (b), p99 shared vs unshared with both read-outs, the
+    reproducible mode's equality and throughput, LoRA with and without checkpointing, packed, QLoRA)."""
+    import os
+    import subprocess
+    import tarfile
+
+    repo = SCRIPTS.parent
+    env = dict(os.environ, SHAPE="tiny", DEVICE="cpu", RESPONSES="4", REPRO_RESPONSES="3", TARGETS="1",
+               STEPS="1", BATCH="2", WORKERS="1", PROMPT_TOKENS="250", BOUND_SCALE="8", SCORE_BUDGET="2000",
+               TRAIN_BUDGET="2000", PYTHONPATH=str(repo))  # fmt: skip
+    res = subprocess.run(
+        ["bash", "scripts/device/gpu_figures.sh", "all", str(tmp_path)],
+        cwd=repo, env=env, capture_output=True, text=True, timeout=3000,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    steps = re.findall(r"^== (\w+)\n\s+rc=(\d+)", res.stdout, re.M)
+    assert steps == [("save_model", "0"), ("repro", "0"), ("score", "0"), ("train", "0")], res.stdout[-3000:]
+    with tarfile.open(tmp_path / "gpu_all.tgz") as tar:
+        names = tar.getnames()
+        found = {
+            kind: json.load(tar.extractfile(n))
+            for n in names
+            for kind in ("bench_repro", "bench_score", "bench_train")
+            if f"results/{kind}_cpu_" in n
+        }
+    assert set(found) == {"bench_repro", "bench_score", "bench_train"}, names
+    assert len([n for n in names if n.endswith(".json")]) == 3, names  # this call's files only
+    assert {"./save_model.log", "./repro.log", "./score.log", "./train.log"} <= set(names)
+    repro = found["bench_repro"]
+    default = repro["runs"]["bfloat16/default"]["comparisons"]
+    assert {"unshared, batched vs shared, batched",
+            "shared, batched, model read-out vs unshared, batched, model read-out"} <= set(default)  # fmt: skip
+    exact = repro["runs"]["bfloat16/reproducible"]["comparisons"]["shared, batched vs shared, alone"]["all"]
+    assert exact["max"] == 0 and exact["identical"] == exact["n"] > 0
+    assert repro["throughput"]["bfloat16"]["reproducible_over_default"] > 0 and repro["complete"]
+    score = found["bench_score"]
+    assert {"unshared", "shared", "packed"} <= set(score["results"]) and score["complete"]
+    assert score["results"]["packed"]["padding_fraction"] == 0
+    assert score["agreement"]["shared_vs_packed"]["max_abs_diff_expected"] < 1e-4
+    assert {"packed_over_b_responses_per_s", "c_over_b_responses_per_s"} <= set(score["ratios"])
+    assert "judge.packed_pass" in score["profile"]["packed"]["spans"]
+    train = found["bench_train"]
+    assert set(train["results"]) == {"lora-gc", "lora", "lora-packed", "qlora-gc"} and train["complete"]
+    assert all(r["repeats_done"] == 3 for r in train["results"].values())

@@ -279,7 +279,7 @@ def test_float32_readout_is_used_for_bf16_weights_and_checks_itself(records):
     messages: list[str] = []
     handler = logging.Handler()
     handler.emit = lambda record: messages.append(record.getMessage())  # type: ignore[method-assign]
-    log = logging.getLogger("judge.models.readout")
+    log = logging.getLogger("judge.models.float32_head")
     log.addHandler(handler)
     try:
         got = {(r.id, r.criterion): r.score for r in scaled.score_records(records)}

@@ -49,6 +49,7 @@ GROUPS = {
         "batch_tokens",
         "batch_size",
         "share_prefix",
+        "packed",
         "reproducible",
         "workers",
         "max_tokens",

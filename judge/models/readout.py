@@ -21,13 +21,19 @@ Exact equality, whatever the batch, is the engine's reproducible mode
 
 Shared prefix. Every criterion of one response shares the prompt up to the criterion's
 own question (all images included). With ``share_prefix=True`` that prefix (and its
-images) runs once per response, and each criterion runs only its suffix on a copy of the
-prefix's key-value cache. The shared prefix is the longest common run of *token ids*
+images) runs once per response, and each criterion runs only its suffix: either on a copy
+of the prefix's key-value cache (the KV-copy path, :meth:`ExpectedScorer._shared`), or in
+one packed row with the prefix under a prefix-tree attention mask (:mod:`judge.models.packed`;
+the ``packed`` setting chooses). The shared prefix is the longest common run of *token ids*
 of the criterion prompts, so tokenisation is exactly that of the unshared path.
+
+Batch planning and token costs are in :mod:`judge.models.batching`, the float32 read-out in
+:mod:`judge.models.float32_head`.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,7 +43,27 @@ import torch
 from judge.core.errors import JudgeError
 from judge.core.template import SCORE_CUE
 from judge.models import BATCH_TOKENS
+from judge.models.batching import batch_cost, kept_prefix_len, pack, plan_batches, real_tokens
+from judge.models.float32_head import Float32Head
 from judge.models.score_tokens import score_token_ids
+
+#: Names other modules import from here (batching and the float32 head live in their own modules now).
+__all__ = [
+    "CriterionScore",
+    "Encoded",
+    "EncodedShape",
+    "ExpectedScorer",
+    "Float32Head",
+    "ScoreRequest",
+    "batch_cost",
+    "encode_prompts",
+    "encode_request",
+    "plan_batches",
+    "real_tokens",
+    "render_prompt",
+]
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -110,9 +136,21 @@ class ExpectedScorer:
 
     ``model`` is any image-text-to-text model (a PEFT-wrapped one too) and ``processor``
     its processor; ``values`` the rubric's scale (each value must be a single token).
+    ``packed``: how a shared prefix is scored, one of :data:`judge.models.packed.PACKED_MODES`
+    (``auto``, ``flex``, ``off``; None: the ``JUDGE_PACKED`` environment variable, else ``auto``);
+    :attr:`packed` is the resolved choice.
     """
 
-    def __init__(self, model, processor, values: Sequence[int], device: str | torch.device | None = None):
+    def __init__(
+        self,
+        model,
+        processor,
+        values: Sequence[int],
+        device: str | torch.device | None = None,
+        packed: str | None = None,
+    ):
+        from judge.models.packed import resolve_packed
+
         self.model = model
         self.processor = processor
         self.tokenizer = getattr(processor, "tokenizer", processor)
@@ -122,6 +160,11 @@ class ExpectedScorer:
         self.device = torch.device(device) if device is not None else next(model.parameters()).device
         self._cache_kw = cache_keyword(model)
         self._head = Float32Head.find(model)
+        #: whether a shared prefix runs in one packed pass (else on copies of its KV cache)
+        self.packed = resolve_packed(packed, model, self.device)
+        #: ``auto`` may still fall back to the KV copy if the first packed pass cannot run (compilation);
+        #: ``flex`` asked for outright (here or in ``JUDGE_PACKED``) raises instead
+        self._packed_tried = _packed_mode(packed) == "flex"
 
     # ----------------------------------------------------------------- encoding
     def encode(self, request: ScoreRequest) -> Encoded:
@@ -167,7 +210,7 @@ class ExpectedScorer:
         ``1 + max_padding`` times its real tokens (``None``: only the budget and size bound it).
         """
         yield from self.score_batches(
-            _pack(encoded, share_prefix, batch_tokens, max_batch_size, max_padding),
+            pack(encoded, share_prefix, batch_tokens, max_batch_size, max_padding, packed=self.packed),
             share_prefix=share_prefix,
         )
 
@@ -180,9 +223,9 @@ class ExpectedScorer:
     ) -> Iterator[list[tuple[ScoreRequest, list[CriterionScore]]]]:
         """Score batches formed by the caller (e.g. from :func:`plan_batches`), one forward batch each, as given.
 
-        The shared-prefix path runs two forward calls per batch (prefix, then suffixes), the
-        unshared path one; a batch runs the vision tower exactly when one of its requests has
-        images. ``grad_mode`` is ``"inference"`` (``torch.inference_mode``) or ``"no_grad"``: a
+        The shared-prefix path runs one forward call per batch when packed (:attr:`packed`) and two
+        on the KV copy (prefix, then suffixes), the unshared path one; a batch runs the vision tower
+        exactly when one of its requests has images. ``grad_mode`` is ``"inference"`` (``torch.inference_mode``) or ``"no_grad"``: a
         sharded model (FSDP, DeepSpeed ZeRO-3) that goes on training afterwards must not be run in
         inference mode, whose tensors its parameter gathering would keep.
         """
@@ -193,22 +236,28 @@ class ExpectedScorer:
         try:
             for batch in batches:
                 with torch.inference_mode() if grad_mode == "inference" else torch.no_grad():
-                    scores = self._shared(batch) if share_prefix else self._unshared(batch)
+                    if not share_prefix:
+                        scores = self._unshared(batch)
+                    elif self.packed:
+                        scores = self._packed_or_fallback(batch)
+                    else:
+                        scores = self._shared(batch)
                 yield [(e.request, s) for e, s in zip(batch, scores, strict=True)]
         finally:
             self.model.train(was_training)
 
-    def _forward_logits(self, **inputs) -> torch.Tensor:
-        """The next-token logits at the last position of each row, in float32: from the model's own
-        final norm and LM head re-run in float32 on the last hidden state where that is possible
-        (:class:`Float32Head`), else the model's logits upcast."""
+    def _forward_logits(self, positions: torch.Tensor | None = None, **inputs) -> torch.Tensor:
+        """The next-token logits in float32 at the last position of each row, or (one row) at
+        ``positions``: from the model's own final norm and LM head re-run in float32 on the hidden state
+        where that is possible (:class:`Float32Head`), else the model's logits upcast."""
+        keep: int | torch.Tensor = 1 if positions is None else positions
         head = self._head
         if head is None or not head.usable:
-            return self.model(**inputs, logits_to_keep=1).logits[:, -1, :].float()
-        with head.capture() as captured:
-            out = self.model(**inputs, logits_to_keep=1)
+            return _rows(self.model(**inputs, logits_to_keep=keep).logits, positions).float()
+        with head.capture(positions) as captured:
+            out = self.model(**inputs, logits_to_keep=keep)
         with _span("judge.readout_float32"):
-            return head.logits(captured[0], out.logits[:, -1, :])
+            return head.logits(captured[0], _rows(out.logits, positions))
 
     def _readout(self, logits: torch.Tensor) -> list[tuple[list[float], float]]:
         logp = torch.log_softmax(logits.float(), dim=-1)
@@ -250,16 +299,13 @@ class ExpectedScorer:
     def _shared(self, batch: Sequence[Encoded]) -> list[list[CriterionScore]]:
         from transformers import DynamicCache
 
-        # 1. Prefixes (with every image) once per response, left-padded.
-        prefixes = [e.input_ids[0][: e.prefix_len] for e in batch]
-        # A criterion prompt equal to the prefix would leave no suffix token to run: keep one back.
-        prefixes = [
-            p[:-1] if any(len(x) == e.prefix_len for x in e.input_ids) else p
-            for p, e in zip(prefixes, batch, strict=True)
-        ]
+        # 1. Prefixes (with every image) once per response, left-padded; a criterion prompt equal to the
+        #    prefix would leave no suffix token to run, so one is kept back (kept_prefix_len).
+        prefixes = [e.input_ids[0][: kept_prefix_len(e)] for e in batch]
         p_ids, p_mask = _left_pad(prefixes, self.pad_id)
         p_ids, p_mask = p_ids.to(self.device), p_mask.to(self.device)
         cache = DynamicCache(config=_text_config(self.model))
+        cache_arg: dict[str, Any] = {self._cache_kw: cache}
         with _span("judge.prefix_pass"):
             self.model(
                 input_ids=p_ids,
@@ -268,7 +314,7 @@ class ExpectedScorer:
                 pixel_values=self._pixels(batch),
                 use_cache=True,
                 logits_to_keep=1,
-                **{self._cache_kw: cache},
+                **cache_arg,
             )
         # 2. Each criterion's suffix on a copy of its response's cache; suffixes left-padded, so the
         #    padding sits between prefix and suffix, masked, and every last position is real.
@@ -291,7 +337,52 @@ class ExpectedScorer:
                 attention_mask=mask,
                 position_ids=positions,
                 use_cache=True,
-                **{self._cache_kw: cache},
+                **cache_arg,
+            )
+        with _span("judge.readout"):
+            reads = iter(self._readout(logits))
+        return [[self._make(*next(reads), len(ids)) for ids in e.input_ids] for e in batch]
+
+    def _packed_or_fallback(self, batch: Sequence[Encoded]) -> list[list[CriterionScore]]:
+        """:meth:`_packed`; with ``packed: auto``, a first packed pass that cannot run (FlexAttention's
+        compilation failing on this machine) falls back to the KV copy for good, with a warning."""
+        if self._packed_tried:
+            return self._packed(batch)
+        try:
+            scores = self._packed(batch)
+        except torch.OutOfMemoryError:
+            raise
+        except Exception as e:  # noqa: BLE001 - any failure to compile or run the kernel, reported once
+            logger.warning(
+                f"the packed shared-prefix pass (FlexAttention) failed on {self.device} "
+                f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}); scoring on copies of "
+                "the prefix's KV cache instead (set packed: off, or JUDGE_PACKED=off, to skip the attempt)"
+            )
+            self.packed = False
+            return self._shared(batch)
+        self._packed_tried = True
+        return scores
+
+    def _packed(self, batch: Sequence[Encoded]) -> list[list[CriterionScore]]:
+        """Every request of ``batch`` in one packed row, one forward pass (:mod:`judge.models.packed`)."""
+        from judge.models.packed import pack_row, packed_attention, prefix_tree_mask
+
+        row = pack_row(batch)
+        with _span("judge.block_mask"):
+            mask = prefix_tree_mask(row, self.device)
+        pixel_values = (
+            row.pixel_values.to(self.device, dtype=_float_dtype(self.model))
+            if row.pixel_values is not None
+            else None
+        )
+        with _span("judge.packed_pass"), packed_attention(self.model):
+            logits = self._forward_logits(
+                positions=row.readout.to(self.device),
+                input_ids=row.input_ids.to(self.device),
+                attention_mask=mask,
+                position_ids=row.position_ids.to(self.device),
+                pixel_values=pixel_values,
+                use_cache=False,
             )
         with _span("judge.readout"):
             reads = iter(self._readout(logits))
@@ -431,73 +522,20 @@ def _positions(mask: torch.Tensor) -> torch.Tensor:
     return (mask.cumsum(-1) - 1).clamp(min=0)
 
 
-def plan_batches(
-    shapes: Sequence[Encoded | EncodedShape],
-    *,
-    share_prefix: bool = True,
-    batch_tokens: int = BATCH_TOKENS,
-    max_batch_size: int = 64,
-) -> list[list[int]]:
-    """The forward batches :meth:`ExpectedScorer.score` forms, as lists of indices into ``shapes``.
-
-    Deterministic: the same shapes give the same batches in every process, so distributed
-    validation can plan once for all requests and hand the batches out.
-    """
-    return list(_pack_indices(shapes, share_prefix, batch_tokens, max_batch_size))
+def _rows(logits: torch.Tensor, positions: torch.Tensor | None) -> torch.Tensor:
+    """(rows, vocabulary) from a forward's logits: each row's last position, or the one row's kept positions."""
+    return logits[:, -1, :] if positions is None else logits[0]
 
 
-def _pack(
-    encoded: Sequence[Encoded],
-    share_prefix: bool,
-    budget: int,
-    max_size: int,
-    max_padding: float | None = None,
-) -> Iterator[list[Encoded]]:
-    """Longest first, under a budget of tokens processed per forward pass, padding included."""
-    for idx in _pack_indices(encoded, share_prefix, budget, max_size, max_padding):
-        yield [encoded[i] for i in idx]
+def _packed_mode(packed: str | None) -> str:
+    """The ``packed`` setting as given, else as ``JUDGE_PACKED`` has it (lower case; ``auto`` when unset)."""
+    import os
 
+    from judge.models.packed import PACKED_ENV
 
-def _pack_indices(
-    items: Sequence[Encoded | EncodedShape],
-    share_prefix: bool,
-    budget: int,
-    max_size: int,
-    max_padding: float | None = None,
-) -> Iterator[list[int]]:
-    order = sorted(range(len(items)), key=lambda i: -items[i].max_len)
-    batch: list[int] = []
-    for i in order:
-        cand = batch + [i]
-        members = [items[j] for j in cand]
-        cost = batch_cost(members, share_prefix)
-        if batch and (
-            cost > budget
-            or sum(len(x.lengths) for x in members) > max_size
-            or (max_padding is not None and cost > (1 + max_padding) * real_tokens(members, share_prefix))
-        ):
-            yield batch
-            cand = [i]
-        batch = cand
-    if batch:
-        yield batch
-
-
-def batch_cost(batch: Sequence[Encoded | EncodedShape], share_prefix: bool) -> int:
-    """Tokens one forward batch of these requests processes, padding included (what `batch_tokens` bounds)."""
-    n_seqs = sum(len(e.lengths) for e in batch)
-    if not share_prefix:
-        return n_seqs * max(e.max_len for e in batch)
-    prefix = max(e.prefix_len for e in batch)
-    suffix = max(n - e.prefix_len for e in batch for n in e.lengths)
-    return len(batch) * prefix + n_seqs * (suffix + 1)
-
-
-def real_tokens(batch: Sequence[Encoded | EncodedShape], share_prefix: bool) -> int:
-    """The tokens of :func:`batch_cost` that are not padding."""
-    if not share_prefix:
-        return sum(sum(e.lengths) for e in batch)
-    return sum(e.prefix_len + sum(n - e.prefix_len + 1 for n in e.lengths) for e in batch)
+    if packed is not None:
+        return packed
+    return os.environ.get(PACKED_ENV, "auto").strip().lower() or "auto"
 
 
 def _eval_mode(model) -> None:
@@ -548,114 +586,6 @@ def cache_keyword(model) -> str:
     except (TypeError, ValueError):  # pragma: no cover - a forward without a signature
         return "past_key_values"
     return "cache" if "cache" in params else "past_key_values"
-
-
-class Float32Head:
-    """A model's final norm and LM head, re-run in float32 on the hidden state of the score position.
-
-    Why: in bfloat16 the model's own logits are rounded to 8 significant bits, a step of 1/16 to 1/8 for
-    logits of 16 to 32. Two ways of computing the same score (batched or alone, shared prefix or not)
-    leave hidden states that differ in their last bits; that can move a logit by a whole step, and the
-    expected score with it (up to 0.107 on the 0-6 scale in the H100 run). Read in float32, the same
-    hidden states give logits that differ by their own small difference only.
-
-    How: a forward hook on the language model's final norm keeps its input at the last position; a
-    float32 copy of the norm (a vector of ``d_model``) and the LM head's weight, upcast a slice of the
-    vocabulary at a time, give the logits. The first read-out is checked against the model's own
-    logits; a model whose head is not a plain norm-then-linear (logit scaling, soft-capping) fails that
-    check and keeps its own logits, with a warning. Not used for float32 weights (nothing to gain) nor
-    for weights a sharding engine holds (FSDP, DeepSpeed ZeRO-3), nor a quantized head.
-    """
-
-    #: vocabulary rows upcast at a time (32768 x 2560 x 4 bytes = 335 MB for a 4B judge)
-    CHUNK = 32768
-
-    def __init__(self, norm: torch.nn.Module, head: torch.nn.Linear):
-        import copy
-
-        self.norm = norm
-        self.norm32 = copy.deepcopy(norm).float()
-        self.head = head
-        self.usable = True
-        self._checked = False
-
-    @classmethod
-    def find(cls, model) -> Float32Head | None:
-        """The float32 read-out of ``model``, or None where it does not apply (see the class doc)."""
-        base = model.get_base_model() if hasattr(model, "get_base_model") else model
-        head = base.get_output_embeddings() if hasattr(base, "get_output_embeddings") else None
-        if type(head) is not torch.nn.Linear:
-            return None
-        w = head.weight
-        if w.dtype not in (torch.bfloat16, torch.float16) or hasattr(w, "ds_id") or _is_dtensor(w):
-            return None
-        cfg = base.config.get_text_config() if hasattr(base.config, "get_text_config") else base.config
-        if getattr(cfg, "final_logit_softcapping", None) or getattr(cfg, "logit_scale", None):
-            return None
-        norm = None
-        for path in ("model.language_model", "language_model", "model"):
-            lm = base
-            for part in path.split("."):
-                lm = getattr(lm, part, None)
-            norm = getattr(lm, "norm", None) if lm is not None else None
-            if isinstance(norm, torch.nn.Module):
-                break
-        if not isinstance(norm, torch.nn.Module) or any(_is_dtensor(p) for p in norm.parameters()):
-            return None
-        return cls(norm, head)
-
-    def capture(self):
-        """A context in which each forward keeps the final norm's input at the last position."""
-        import contextlib
-
-        captured: list[torch.Tensor] = []
-
-        def hook(_module, args, _output):
-            captured.append(args[0][:, -1, :].detach())
-
-        @contextlib.contextmanager
-        def ctx():
-            handle = self.norm.register_forward_hook(hook)
-            try:
-                yield captured
-            finally:
-                handle.remove()
-
-        return ctx()
-
-    def logits(self, hidden: torch.Tensor, model_logits: torch.Tensor) -> torch.Tensor:
-        """Float32 logits from the final norm's input ``hidden`` (rows x d_model); ``model_logits`` are the
-        model's own (checked against once, and returned when the check fails)."""
-        h = self.norm32(hidden.float())
-        w = self.head.weight
-        out = torch.empty(h.shape[0], w.shape[0], dtype=torch.float32, device=h.device)
-        for i in range(0, w.shape[0], self.CHUNK):
-            out[:, i : i + self.CHUNK] = h @ w[i : i + self.CHUNK].float().T
-        if self.head.bias is not None:
-            out += self.head.bias.float()
-        if not self._checked:
-            self._checked = True
-            ref = model_logits.float()
-            err = float((out - ref).abs().max())
-            tol = 0.05 * (1.0 + float(ref.abs().max()))
-            if not err <= tol:
-                import logging
-
-                logging.getLogger(__name__).warning(
-                    f"the float32 read-out differs from the model's own logits by {err:.3g} (over {tol:.3g}): "
-                    "this model's head is not a plain norm then linear layer; reading its own logits instead"
-                )
-                self.usable = False
-                return ref
-        return out
-
-
-def _is_dtensor(t: torch.Tensor) -> bool:
-    try:
-        from torch.distributed.tensor import DTensor
-    except ImportError:  # pragma: no cover - torch without distributed
-        return False
-    return isinstance(t, DTensor) or isinstance(getattr(t, "data", None), DTensor)
 
 
 def _span(name: str):

@@ -22,6 +22,7 @@ ENGINE_SETTINGS = (
     "batch_tokens",
     "batch_size",
     "share_prefix",
+    "packed",
     "reproducible",
     "max_tokens",
     "max_new_tokens",
@@ -128,6 +129,13 @@ class ScoreConfig(Settings):
             "flag_help": "run every criterion prompt in full instead of computing the response's shared "
             "prefix once",
         },
+    )
+    packed: Literal["auto", "flex", "off"] = Field(
+        "auto",
+        description="how a shared prefix runs: flex, each forward batch as one packed row under a prefix-tree "
+        "attention mask (FlexAttention: no KV-cache copies, no padding); off, each criterion's suffix on a copy "
+        "of the prefix's KV cache; auto (default), flex on a CUDA GPU, off elsewhere. The scores agree to "
+        "rounding",
     )
     reproducible: bool = Field(
         False,

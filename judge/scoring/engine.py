@@ -305,6 +305,10 @@ class JudgeEngine:
     0: encode in this process). The same chunks are scored either way, so the scores are equal bit for
     bit. They start for each call of :meth:`iter_batches` (``judge-score`` makes one), in about a second,
     so they pay off on long runs. Not used with ``rationale`` (its generation keeps the images).
+
+    ``packed``: how a shared prefix runs (:mod:`judge.models.packed`): ``flex``, one packed forward pass per
+    batch under a prefix-tree attention mask; ``off``, on copies of the prefix's KV cache; ``auto`` (None: the
+    ``JUDGE_PACKED`` environment variable, else ``auto``), packed on a CUDA GPU, the KV copy elsewhere.
     """
 
     def __init__(
@@ -323,6 +327,7 @@ class JudgeEngine:
         image_limits: ImageLimits = DEFAULT_LIMITS,
         reproducible: bool = False,
         workers: int = 0,
+        packed: str | None = None,
     ):
         from judge.models.readout import ExpectedScorer
 
@@ -333,8 +338,10 @@ class JudgeEngine:
         self.spec = spec
         self.rubric = spec.rubric
         self.processor = processor
-        self.scorer = ExpectedScorer(model, processor, self.rubric.scale.values)
+        self.scorer = ExpectedScorer(model, processor, self.rubric.scale.values, packed=packed)
         self.share_prefix = share_prefix and not rationale
+        #: whether forward batches are packed rows (what an item costs; kept by :meth:`without_model`)
+        self.packed = self.share_prefix and self.scorer.packed
         self.batch_tokens, self.batch_size, self.chunk_size = batch_tokens, batch_size, chunk_size
         # The scorer counts sequences (criterion prompts); a response brings at most this many.
         self._seqs_per_response = max(len(f.criterion_ids) for f in self.rubric.families.values())
@@ -517,7 +524,7 @@ class JudgeEngine:
             return Prepared(key, item, None, res, 0)
         from judge.models.readout import batch_cost
 
-        return Prepared(key, item, res, None, batch_cost([res], self.share_prefix))
+        return Prepared(key, item, res, None, batch_cost([res], self.share_prefix, self.packed))
 
     def score_prepared(
         self, prepared: Sequence[Prepared], *, max_padding: float | None = None

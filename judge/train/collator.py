@@ -31,11 +31,21 @@ class JudgeCollator:
     turn) carries loss. Padding is on the right; with ``labels_last`` the rows are
     right-aligned instead (left padding, explicit ``position_ids``), so every completion ends in
     the last column, as :func:`judge.train.loss.labels_only_loss` needs.
+
+    ``packed``: the examples laid end to end in one row, nothing padded, ``position_ids`` restarting at 0
+    for each example and no ``attention_mask``: transformers reads the restarts as document boundaries
+    and masks attention across examples (sdpa and eager: a dense mask; ``flex_attention``: a block mask
+    that skips the other examples; flash attention: its variable-length kernel). The loss is the same as
+    on the padded batch (:func:`judge.train.loss.labels_only_loss` reads the label positions of a packed
+    row).
     """
 
-    def __init__(self, processor, max_length: int | None = None, labels_last: bool = False):
+    def __init__(
+        self, processor, max_length: int | None = None, labels_last: bool = False, packed: bool = False
+    ):
         self.processor = processor
         self.labels_last = labels_last
+        self.packed = packed
         self.tokenizer = getattr(processor, "tokenizer", processor)
         self.max_length = max_length
         pad = self.tokenizer.pad_token_id
@@ -66,6 +76,8 @@ class JudgeCollator:
 
     def __call__(self, examples: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
         encoded = [self.encode(ex) for ex in examples]
+        if self.packed:
+            return pack_examples(encoded)
         width = max(len(p) + len(c) for p, c, _ in encoded)
         input_ids = torch.full((len(encoded), width), self.pad_id, dtype=torch.long)
         attention_mask = torch.zeros((len(encoded), width), dtype=torch.long)
@@ -82,3 +94,26 @@ class JudgeCollator:
         if pixels:
             batch["pixel_values"] = torch.cat(pixels)
         return right_align(batch) if self.labels_last else batch
+
+
+def pack_examples(encoded: list[tuple[list[int], list[int], torch.Tensor | None]]) -> dict[str, torch.Tensor]:
+    """Encoded examples (prompt ids, completion ids, pixels) as one packed row: ``input_ids``, ``labels``
+    (the completions only) and ``position_ids`` restarting at 0 per example, shape (1, total tokens)."""
+    ids: list[int] = []
+    labels: list[int] = []
+    positions: list[int] = []
+    pixels = []
+    for p, c, pv in encoded:
+        ids += p + c
+        labels += [IGNORE_INDEX] * len(p) + c
+        positions += range(len(p) + len(c))
+        if pv is not None:
+            pixels.append(pv)
+    batch = {
+        "input_ids": torch.tensor([ids], dtype=torch.long),
+        "labels": torch.tensor([labels], dtype=torch.long),
+        "position_ids": torch.tensor([positions], dtype=torch.long),
+    }
+    if pixels:
+        batch["pixel_values"] = torch.cat(pixels)
+    return batch

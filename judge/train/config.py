@@ -31,7 +31,12 @@ class ModelConfig(StrictModel):
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
         "auto", description="auto: bfloat16 on a GPU, float32 on the CPU."
     )
-    attn_implementation: Literal["sdpa", "eager", "flash_attention_2"] | None = None
+    attn_implementation: Literal["sdpa", "eager", "flash_attention_2", "flex_attention"] | None = Field(
+        None,
+        description="None: transformers' default (sdpa), except that packed training (train.packing) on a "
+        "CUDA GPU runs the language model with flex_attention, whose block mask skips the other examples "
+        "of a row.",
+    )
     trust_remote_code: bool = False
 
 
@@ -70,11 +75,17 @@ class TrainConfig(StrictModel):
     max_grad_norm: float = Field(1.0, gt=0)
     optim: str = "adamw_torch"
     gradient_checkpointing: bool = False
-    liger_kernel: bool = Field(
-        False,
+    liger_kernel: bool | None = Field(
+        None,
         description="liger-kernel's Triton kernels in the Qwen2 language model (RMSNorm, SwiGLU, RoPE) and its "
-        "fused linear cross-entropy for the loss; needs a CUDA GPU and the liger extra "
-        "(pip install 'judge[liger]')",
+        "fused linear cross-entropy for the loss. None (default): on where it can run (a CUDA GPU with the "
+        "liger extra installed: pip install 'judge[liger]'), off elsewhere (the CPU); true: required, an "
+        "error where it cannot run; false: off",
+    )
+    packing: bool = Field(
+        False,
+        description="Lay each batch's examples end to end in one row, nothing padded, attention masked "
+        "between examples (position ids restart per example); the loss is that of the padded batch.",
     )
     bf16: bool | None = Field(None, description="None: on when the model dtype is bfloat16.")
     max_length: int | None = Field(

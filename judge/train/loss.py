@@ -11,6 +11,10 @@ on the last ``k + 1`` positions only, ``k`` being the longest completion of the 
 The value equals the stock loss (``model(**batch).loss``) on the same examples: the mean over the
 label tokens, or their sum divided by ``num_items_in_batch`` when the trainer gives it (gradient
 accumulation), as transformers' causal-LM loss does.
+
+A packed batch (one row of examples end to end, ``position_ids`` restarting per example and no
+``attention_mask``: :func:`judge.train.collator.pack_examples`) runs the head on exactly the positions
+that predict a label, given to the model as a tensor of positions (``logits_to_keep``).
 """
 
 from __future__ import annotations
@@ -50,9 +54,11 @@ def labels_only_loss(
     interpreter). Not for a head whose weight a sharding engine holds (FSDP, ZeRO-3): read outside the
     head's forward, it is a shard."""
     labels = batch["labels"]
+    inputs = {key: v for key, v in batch.items() if key != "labels"}
+    if is_packed(batch):
+        return _packed_loss(model, inputs, labels, num_items_in_batch, fused)
     has = (labels != IGNORE_INDEX).any(0).nonzero()
     k = int(labels.shape[1] - has[0, 0]) if len(has) else 1
-    inputs = {key: v for key, v in batch.items() if key != "labels"}
     if fused:
         total, out = _fused_sum(model, inputs, labels[:, -k:], k)
         target = labels[:, -k:]
@@ -73,6 +79,32 @@ def labels_only_loss(
     return total / denom, out
 
 
+def is_packed(batch: dict[str, torch.Tensor]) -> bool:
+    """Whether ``batch`` is a packed row (:func:`judge.train.collator.pack_examples`)."""
+    return "attention_mask" not in batch and "position_ids" in batch and batch["input_ids"].shape[0] == 1
+
+
+def _packed_loss(model, inputs, labels, num_items_in_batch, fused: bool):
+    """:func:`labels_only_loss` of a packed row: the head on the positions before each label token."""
+    label_at = (labels[0] != IGNORE_INDEX).nonzero()[:, 0]
+    if len(label_at) == 0:
+        raise ValueError("a packed training row without a label token: nothing to learn from")
+    keep = label_at - 1  # position t predicts token t + 1; a label never starts an example (its prompt does)
+    target = labels[0, label_at]
+    if fused:
+        total, out = _fused_sum(model, inputs, target, keep)
+    else:
+        out = model(**inputs, logits_to_keep=keep, use_cache=False)
+        logits = out.logits[0].float()
+        total = F.cross_entropy(logits, target.to(logits.device), reduction="sum")
+    denom = (
+        torch.as_tensor(len(label_at), device=total.device)
+        if num_items_in_batch is None
+        else torch.as_tensor(num_items_in_batch, device=total.device)
+    )
+    return total / denom, out
+
+
 def output_head(model) -> torch.nn.Module:
     """The LM head of a model, through the wrappers training puts around it (DDP, PEFT)."""
     base = getattr(model, "module", model)  # DistributedDataParallel
@@ -83,11 +115,12 @@ def output_head(model) -> torch.nn.Module:
     return head
 
 
-def _fused_sum(model, inputs: dict[str, torch.Tensor], target: torch.Tensor, k: int):
-    """The summed cross-entropy of the last ``k`` positions through liger-kernel's fused linear cross-entropy.
+def _fused_sum(model, inputs: dict[str, torch.Tensor], target: torch.Tensor, k: int | torch.Tensor):
+    """The summed cross-entropy of the last ``k`` positions (or, a packed row, of the positions ``k``, a
+    tensor) through liger-kernel's fused linear cross-entropy.
 
     The model runs its own forward (so DDP and PEFT see an ordinary call); a hook on the LM head keeps the
-    head's input and replaces its ``k + 1`` logits columns by an empty tensor."""
+    head's input and replaces its logits by an empty tensor."""
     from liger_kernel.transformers.functional import liger_fused_linear_cross_entropy
 
     head = output_head(model)
@@ -98,11 +131,12 @@ def _fused_sum(model, inputs: dict[str, torch.Tensor], target: torch.Tensor, k: 
         return output[..., :0]
 
     handle = head.register_forward_hook(hook)
+    packed = isinstance(k, torch.Tensor)
     try:
-        out = model(**inputs, logits_to_keep=k + 1, use_cache=False)
+        out = model(**inputs, logits_to_keep=k if packed else k + 1, use_cache=False)
     finally:
         handle.remove()
-    hidden = kept[-1][:, :-1, :]  # position t predicts token t + 1
+    hidden = kept[-1] if packed else kept[-1][:, :-1, :]  # position t predicts token t + 1
     weight: torch.Tensor = head.weight  # type: ignore[assignment]
     bias = getattr(head, "bias", None)
     total = liger_fused_linear_cross_entropy(

@@ -190,8 +190,12 @@ def build_model(cfg: RunConfig):
         device_map=device_map,
     )
     model.train()
-    if cfg.train.liger_kernel:
-        _apply_liger(model)
+    if liger_on(cfg):
+        _apply_liger(model, required=cfg.train.liger_kernel is True)
+    if cfg.train.packing and device == "cuda" and cfg.model.attn_implementation is None:
+        # A packed row under sdpa gets a dense (tokens x tokens) mask and attends across examples before
+        # masking; flex_attention's block mask skips those blocks. The vision tower keeps its own.
+        model.set_attn_implementation({"text_config": "flex_attention"})
     frozen_prefixes = []
     if not cfg.lora.train_vision:
         frozen_prefixes.append("vision_tower")
@@ -347,7 +351,7 @@ def _make_trainer_class():
             self.diverged: str | None = None  #: what the divergence guard saw, when it stopped training
             # liger's fused loss reads the LM head's weight outside its forward: not a shard of it.
             zero3 = self.is_deepspeed_enabled and self.accelerator.state.deepspeed_plugin.zero_stage == 3
-            self.fused_loss = run_cfg.train.liger_kernel and not (self.is_fsdp_enabled or zero3)
+            self.fused_loss = liger_on(run_cfg) and not (self.is_fsdp_enabled or zero3)
             if baseline_set is not None:
                 self.add_callback(_Baseline(self, baseline_set))
             self.add_callback(_DivergenceGuard(self))
@@ -527,15 +531,28 @@ def check_liger(cfg: RunConfig) -> None:
         raise ConfigError(f"train.liger_kernel {why}; set train.liger_kernel: false to train without it")
 
 
-def _apply_liger(model) -> None:
+def liger_on(cfg: RunConfig) -> bool:
+    """Whether this run uses liger-kernel: ``train.liger_kernel`` when set, else (the default) wherever it
+    can run (:func:`liger_unavailable`), which is never on the CPU."""
+    if cfg.train.liger_kernel is not None:
+        return cfg.train.liger_kernel
+    return liger_unavailable() is None
+
+
+def _apply_liger(model, required: bool = True) -> None:
     """liger-kernel's RMSNorm, SwiGLU and RoPE kernels in the model's Qwen2 language model, in place.
 
     liger patches Qwen2's rotary function for the whole process (a module-level function) and this model's
-    norm and MLP modules; the LM head and loss stay the judge's (``labels_only_loss(fused=True)``)."""
+    norm and MLP modules; the LM head and loss stay the judge's (``labels_only_loss(fused=True)``). A language
+    model that is not Qwen2 is an error when liger was asked for (``required``), else it keeps its own
+    modules (the fused loss still applies: it needs only the LM head)."""
     from liger_kernel.transformers import apply_liger_kernel_to_qwen2
 
     lm = getattr(getattr(model, "model", None), "language_model", None)
     model_type = getattr(getattr(lm, "config", None), "model_type", None)
+    if model_type != "qwen2" and not required:
+        logger.info(f"liger-kernel's Qwen2 kernels skipped: this language model is {model_type!r}")
+        return
     if model_type != "qwen2":
         raise ConfigError(
             f"train.liger_kernel supports a Qwen2 language model (InternVL2.5/3 judges); this model's is "
@@ -741,7 +758,9 @@ def train_judge(
         train_dataset=dd["train"],
         eval_dataset=dd["validation"] if validation is not None else None,
         processing_class=processor,
-        data_collator=JudgeCollator(processor, cfg.max_length, labels_last=True),
+        data_collator=JudgeCollator(
+            processor, cfg.max_length, labels_last=not cfg.train.packing, packed=cfg.train.packing
+        ),
         validation=validation if ev.strategy != "no" else None,
         run_cfg=cfg,
         judge_processor=processor,

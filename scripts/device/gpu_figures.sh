@@ -1,5 +1,14 @@
 #!/usr/bin/env bash
 # The GPU figures of benchmarks/README.md, on one GPU machine, each phase one call of under 10 minutes:
+#   bash scripts/device/gpu_figures.sh all OUT     issue 32's goals table in one call of at most 9 minutes, wheel
+#                                                  install included (each step bounded; the bounds and the
+#                                                  install add up to 9 minutes): the random 4B judge saved once; bench_repro
+#                                                  (bf16: shared vs unshared p99 with the float32 read-out and the
+#                                                  model's own, the reproducible mode's equality and throughput);
+#                                                  bench_score (b), (c) on KV copies and (c) packed on 128
+#                                                  responses, 3 alternating repeats, a profile of both (c)s;
+#                                                  bench_train LoRA with and without checkpointing, packed, and
+#                                                  QLoRA with checkpointing, 3 alternating repeats, liger on
 #   bash scripts/device/gpu_figures.sh bench OUT   scoring (a, b, c; inline and with encoding workers) and
 #                                                  training (LoRA, QLoRA, each with and without checkpointing)
 #   bash scripts/device/gpu_figures.sh e2e OUT     the real recipe end to end at 4B size: a random 4B-class
@@ -21,9 +30,10 @@
 # returns few files). A machine without network needs the wheels of benchmarks/README.md in .whl/ (or the
 # folder JUDGE_WHEELS names), installed by this script into /tmp/site. Each step is timed and bounded.
 set -uo pipefail
-phase=${1:?bench, e2e, issue23, issue23_e2e or issue23_serve}
+phase=${1:?all, bench, e2e, issue23, issue23_e2e or issue23_serve}
 dest=${2:?an output folder}
 out=/tmp/gpu_$phase
+rm -rf "$out"  # an earlier call's files (already returned) must not go back in this call's archive
 mkdir -p "$out/results" "$dest"
 trap 'tar czf "$dest/gpu_$phase.tgz" -C "$out" .' EXIT
 cd "$(dirname "$0")/../.."
@@ -43,7 +53,8 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>
 python3 -c "import torch, transformers, peft; print('torch', torch.__version__, 'transformers', transformers.__version__, 'peft', peft.__version__)"
 
 step() {  # step NAME SECONDS COMMAND...: run, time and bound one step; its output goes to OUT/NAME.log
-  local name=$1 limit=$2; shift 2
+  # BOUND_SCALE multiplies every bound (a CPU check on a small shared machine: imports alone take tens of seconds)
+  local name=$1 limit=$(( $2 * ${BOUND_SCALE:-1} )); shift 2
   local t0=$SECONDS
   echo "== $name"
   timeout "$limit" "$@" > "$out/$name.log" 2>&1
@@ -53,7 +64,26 @@ step() {  # step NAME SECONDS COMMAND...: run, time and bound one step; its outp
   tar czf "$dest/gpu_$phase.tgz" -C "$out" .  # after every step: a call cut short still returns what is done
 }
 
-if [ "$phase" = bench ]; then
+if [ "$phase" = all ]; then
+  # Bounds: 50 + 110 + 200 + 150 s, and the install above (about 30 s): at most 9 minutes. Every script writes its
+  # JSON as it goes (after each comparison, repeat or profile), so a step cut by its bound keeps its figures.
+  # SHAPE=tiny DEVICE=cpu RESPONSES=4 REPRO_RESPONSES=3 TARGETS=1 STEPS=1 BATCH=2 WORKERS=1 PROMPT_TOKENS=250
+  # BOUND_SCALE=8 SCORE_BUDGET=2000 TRAIN_BUDGET=2000 checks this phase on a CPU (tests/test_bench_scripts.py).
+  step save_model 50 python3 scripts/bench_train.py --shape "$shape" --device "$device" --save-only \
+    --model-dir "/tmp/m_$shape" --allow-dirty
+  step repro 110 python3 scripts/bench_repro.py --shape "$shape" --device "$device" --model-dir "/tmp/m_$shape" \
+    --dtypes bfloat16 --compare-readout --responses "${REPRO_RESPONSES:-32}" --targets "${TARGETS:-16}" \
+    --allow-dirty --out "$out/results"
+  step score 200 python3 scripts/bench_score.py --shape "$shape" --device "$device" --responses "${RESPONSES:-128}" \
+    --prompt-tokens "${PROMPT_TOKENS:-1500}" --modes unshared,shared,packed --workers "${WORKERS:-6}" --profile \
+    --budget-s "${SCORE_BUDGET:-135}" \
+    --allow-dirty --out "$out/results"
+  step train 150 python3 scripts/bench_train.py --shape "$shape" --device "$device" --model-dir "/tmp/m_$shape" \
+    --configs "${TRAIN_CONFIGS:-lora-gc,lora,lora-packed,qlora-gc}" --batch-size "${BATCH:-8}" \
+    --steps "${STEPS:-3}" --warmup-steps 1 \
+    --prompt-tokens "${PROMPT_TOKENS:-1500}" \
+    --repeats 3 --budget-s "${TRAIN_BUDGET:-105}" --allow-dirty --out "$out/results"
+elif [ "$phase" = bench ]; then
   step score_inline 200 python3 scripts/bench_score.py --shape 4b --responses 128 --mmie-responses 2 \
     --out "$out/results"
   step score_workers 90 python3 scripts/bench_score.py --shape 4b --responses 128 --modes unshared,shared \
@@ -108,5 +138,5 @@ elif [ "$phase" = issue23_e2e ] || [ "$phase" = issue23_serve ]; then
       --dtype "${LOAD_DTYPE:-bfloat16}" --threads 4 --requests "${REQUESTS:-200}" --out "$out/results/load_test_$device.json"
   fi
 else
-  echo "unknown phase $phase (bench, e2e, issue23, issue23_e2e or issue23_serve)"; exit 2
+  echo "unknown phase $phase (all, bench, e2e, issue23, issue23_e2e or issue23_serve)"; exit 2
 fi
