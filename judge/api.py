@@ -194,8 +194,12 @@ class Judge:
         The items are given as to :meth:`score` (usually the same question with two responses); only
         ``criterion`` is scored. Raises ConfigError when ``criterion`` is not one of an item's family, and
         JudgeError when a response is unscorable (the error gives its reason). A calibrated judge is
-        compared on its read-out (its distributions and expected scores before calibration)."""
-        from judge.models.preference import preference
+        compared on its calibrated view (the calibrated distributions and their means), as ``judge-score``'s
+        pairs and ``judge-bench`` compare; a judge with selective evaluation says in ``trusted`` whether it
+        keeps the preference (its pairwise threshold) or escalates it."""
+        from dataclasses import replace
+
+        from judge.scoring.pairs import record_preference
 
         # Each parsed on its own: the two may share an id (two responses to one item, or one item twice).
         a, b = self._records([item_a], root)[0], self._records([item_b], root)[0]
@@ -205,12 +209,10 @@ class Judge:
         for name, s in (("A", sa), ("B", sb)):
             if s.score is None or s.distribution is None:
                 raise JudgeError(f"response {name} ({s.id!r}) is unscorable: {s.reason}")
-        assert sa.distribution is not None and sb.distribution is not None
-        # The read-out's expected scores: what the distributions give (a calibration maps them after).
-        raw = [s.raw_score if s.raw_score is not None else s.score for s in (sa, sb)]
-        assert raw[0] is not None and raw[1] is not None
-        return preference(
-            sa.distribution, sb.distribution, self.rubric.scale.values, expected=(raw[0], raw[1])
+        pref = record_preference(sa.model_dump(), sb.model_dump(), list(self.rubric.scale.values))
+        sel = self.engine.spec.selective
+        return replace(
+            pref, trusted=sel.trusted_pair(criterion, pref.p_first_better) if sel is not None else None
         )
 
     def _records(self, items, root) -> list[PredictionRecord]:

@@ -28,7 +28,8 @@ class Preference:
 
     ``p_first_better``: P(A better) + P(tie) / 2 (``p_a_better + p_tie / 2``, up to rounding; exactly
     ``1 -`` the swapped pair's); ``p_a_better``, ``p_tie``, ``p_b_better``: the three outcomes (they sum to
-    1 up to rounding); ``score_a``, ``score_b``: the expected scores; ``score_diff``: ``score_a - score_b``.
+    1 up to rounding); ``score_a``, ``score_b``: the expected scores; ``score_diff``: ``score_a - score_b``;
+    ``trusted``: with selective evaluation, whether the judge keeps the preference (None: no thresholds).
     """
 
     p_first_better: float
@@ -38,9 +39,13 @@ class Preference:
     score_a: float
     score_b: float
     score_diff: float
+    trusted: bool | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        if out["trusted"] is None:
+            del out["trusted"]
+        return out
 
 
 def _check(dist: Sequence[float], values: Sequence[float], name: str) -> list[float]:
