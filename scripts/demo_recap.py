@@ -30,6 +30,10 @@ def _v(x: dict | None, digits: int = 3) -> str:
     return "-" if not x or x.get("value") is None else f"{x['value']:.{digits}f}"
 
 
+def _num(x: float | None, digits: int = 2) -> str:
+    return "-" if x is None else f"{x:.{digits}f}"
+
+
 def _pct(x: float | None, se: float | None = None) -> str:
     if x is None:
         return "-"
@@ -103,7 +107,7 @@ def ppi_lines(report: dict, scorer: str) -> list[str]:
         f"over {ppi['draws']} random draws: {_pct(ppi['ppi_coverage'], ppi.get('ppi_coverage_se'))} of "
         f"{ppi['n_intervals']} PPI intervals cover the model's all-human mean (human-only "
         f"{_pct(ppi['human_coverage'], ppi.get('human_coverage_se'))}; nominal {ppi['level']:.0%}); mean width "
-        f"{ppi['ppi_mean_width']:.2f} (human-only {ppi['human_mean_width']:.2f})"
+        f"{_num(ppi['ppi_mean_width'])} (human-only {_num(ppi['human_mean_width'])})"
     )
     if ppi.get("win_rates"):
         lines.append(

@@ -198,24 +198,31 @@ def test_temperature_map_is_softmax_of_scaled_logits_minimising_sklearn_log_loss
     assert loss(cc.temperature) <= min(loss(cc.temperature * f) for f in (0.9, 0.97, 1.03, 1.1)) + 1e-9
 
 
-def test_isotonic_view_is_the_closest_distribution_with_the_maps_mean():
+def _closest_with_mean(p: np.ndarray, mean: float):
+    """scipy's SLSQP: the distribution q minimising KL(q || p) subject to sum q = 1 and mean q = ``mean``."""
     from scipy.optimize import minimize
 
+    return minimize(
+        lambda q: float(np.sum(q * np.log(np.clip(q, 1e-300, None) / p))),
+        p,
+        method="SLSQP",
+        bounds=[(0, 1)] * 7,
+        constraints=[
+            {"type": "eq", "fun": lambda q: q.sum() - 1},
+            {"type": "eq", "fun": lambda q: q @ np.arange(7) - mean},
+        ],
+        options={"ftol": 1e-14, "maxiter": 500},
+    )
+
+
+def test_isotonic_view_is_the_closest_distribution_with_the_maps_mean():
     cal = fit_calibration(synthetic(80, 3), VALUES, method="isotonic", min_items=30)
     for s in synthetic(4, 11):
         view = cal.apply(s.criterion, s.raw, s.distribution)
         p = np.asarray(s.distribution)
         assert float(np.dot(view.distribution, VALUES)) == pytest.approx(view.score, abs=1e-9)
         # Independently: minimise KL(q || p) subject to sum q = 1 and mean q = the isotonic score.
-        res = minimize(
-            lambda q: float(np.sum(q * np.log(np.clip(q, 1e-300, None) / p))),
-            p,
-            method="SLSQP",
-            bounds=[(0, 1)] * 7,
-            constraints=[{"type": "eq", "fun": lambda q: q.sum() - 1},
-                         {"type": "eq", "fun": lambda q: q @ np.arange(7) - view.score}],  # fmt: skip
-            options={"ftol": 1e-14, "maxiter": 500},
-        )
+        res = _closest_with_mean(p, view.score)
         assert view.distribution == pytest.approx(res.x.tolist(), abs=2e-4)
         assert view.argmax == VALUES[int(np.argmax(view.distribution))]
 
@@ -280,7 +287,9 @@ def test_a_fit_that_hits_its_bound_or_flattens_the_scores_is_refused():
     from judge.core.errors import JudgeError
 
     data = signal_free(80, 3)
-    with pytest.raises(JudgeError, match="temperature calibration of .* refused: .*(end of its search range|flattens)"):
+    with pytest.raises(
+        JudgeError, match="temperature calibration of .* refused: .*(end of its search range|flattens)"
+    ):
         fit_calibration(data, VALUES, method="temperature", min_items=30)
     cal = fit_calibration(data, VALUES, min_items=30)  # auto: the read-out is kept, and it says why
     c = cal.comparison["choice"]["overall"]
@@ -420,12 +429,17 @@ def test_each_criterion_with_enough_held_out_items_gets_its_own_interval_and_its
     for crit in ("overall", "text_quality"):
         items = [s for s in fresh if s.criterion == crit]
         views = [cal.apply(crit, s.raw, s.distribution) for s in items]
-        covered = np.mean([v.interval[0] <= s.human <= v.interval[1] for v, s in zip(views, items, strict=True)])
+        covered = np.mean(
+            [v.interval[0] <= s.human <= v.interval[1] for v, s in zip(views, items, strict=True)]
+        )
         assert 0.87 <= covered <= 0.94, (crit, covered)
     # One pooled interval would have covered the noisy criterion far less than promised.
     pooled = cal.pooled.halfwidth
     tq_items = [s for s in fresh if s.criterion == "text_quality"]
-    assert np.mean([abs(s.human - cal.apply("x", s.raw, s.distribution).score) <= pooled for s in tq_items]) < 0.85
+    assert (
+        np.mean([abs(s.human - cal.apply("x", s.raw, s.distribution).score) <= pooled for s in tq_items])
+        < 0.85
+    )
     groups = cal.comparison["conformal"]
     n = groups["overall"]["n"]
     assert groups["overall"]["coverage_bounds"] == pytest.approx([0.9, 0.9 + 1 / (n + 1)])
@@ -449,7 +463,9 @@ def test_nll_brier_and_ece_against_independent_computations():
     assert got["mae"] == pytest.approx(np.mean(np.abs(np.subtract(expected, human))))
     # Top-label ECE by a plain loop over ten confidence bins.
     conf = np.asarray([max(d) for d in dists])
-    acc = np.asarray([np.mean([r == int(np.argmax(d)) for r in rs]) for d, rs in zip(dists, ratings, strict=True)])
+    acc = np.asarray(
+        [np.mean([r == int(np.argmax(d)) for r in rs]) for d, rs in zip(dists, ratings, strict=True)]
+    )
     ece = 0.0
     for b in range(10):
         sel = (conf >= b / 10) & ((conf < (b + 1) / 10) | (b == 9))

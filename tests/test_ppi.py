@@ -57,9 +57,12 @@ def test_intervals_are_student_t_the_tuned_one_with_the_brute_force_jackknife(se
     assert est.ci == pytest.approx(list(stats.t.interval(0.95, n - 1, loc=est.mean, scale=se)), abs=1e-9)
     # lam tuned: the labelled term's variance is the jackknife's over leave-one-out re-tuned estimates,
     # each ppi-python's own point estimate.
-    loo = np.asarray([
-        float(np.squeeze(ppi_mean_pointestimate(np.delete(y, i), np.delete(yhat, i), yhat_u))) for i in range(n)
-    ])
+    loo = np.asarray(
+        [
+            float(np.squeeze(ppi_mean_pointestimate(np.delete(y, i), np.delete(yhat, i), yhat_u)))
+            for i in range(n)
+        ]
+    )
     jack = (n - 1) / n * np.sum((loo - loo.mean()) ** 2)
     tuned = ppi_mean(y, yhat, yhat_u)
     se = np.sqrt(jack + stats.sem(tuned.lam * yhat_u) ** 2)
@@ -138,7 +141,11 @@ def test_power_tuning_by_hand_and_edge_cases():
     # Constant predictions carry no information: lam 0, the human mean (its interval: the jackknife of the
     # labels' mean is their sample variance over n, Student's interval).
     flat = ppi_mean(y, np.full(4, 3.0), np.full(3, 3.0))
-    assert flat.lam == 0.0 and flat.mean == pytest.approx(y.mean()) and flat.ci == pytest.approx(classical_mean(y).ci)
+    assert (
+        flat.lam == 0.0
+        and flat.mean == pytest.approx(y.mean())
+        and flat.ci == pytest.approx(classical_mean(y).ci)
+    )
     assert ppi_mean([2.0], [2.0], [1.0, 2.0]).mean is None  # one label: undefined, never a number
     every = ppi_mean(y, yhat, [])  # every item labelled: the human mean
     assert every.mean == pytest.approx(y.mean()) and every.lam == 0.0
@@ -241,7 +248,9 @@ def test_too_few_labels_keep_the_judge_ranking_and_say_so(tmp_path):
     assert lb["labels"]["unmatched"] == 1 and lb["labels"]["unmatched_examples"] == ["zz/q0"]
     summary = build_summary(records, scale=(0, 6), run={}, leaderboard_resamples=50, labels=labels)
     md = render_markdown(summary)
-    assert "Too few labelled questions for a prediction-powered mean of every model: ranked by the judge" in md
+    assert (
+        "Too few labelled questions for a prediction-powered mean of every model: ranked by the judge" in md
+    )
     assert "- (1 labelled, fewer than the 10 an estimate needs (min_labels))" in md  # the empty PPI cell
     write_summary(tmp_path, summary)
     with open(tmp_path / "leaderboard.csv") as f:
@@ -305,7 +314,9 @@ def test_means_and_win_rates_stay_in_their_range_and_the_outputs_say_when_a_boun
         if any(w.get("bounded") for b in build_leaderboard(r, resamples=30, labels=lab, scale=(0, 6),
                                                             min_labels=2)["boards"] for w in b["win_rates"])
     )  # fmt: skip
-    summary = build_summary(records, scale=(0, 6), run={}, leaderboard_resamples=30, labels=labels, min_labels=2)
+    summary = build_summary(
+        records, scale=(0, 6), run={}, leaderboard_resamples=30, labels=labels, min_labels=2
+    )
     write_summary(tmp_path, summary)
     md = (tmp_path / "summary.md").read_text()
     assert "†" in md and "set to the range's end: the interval keeps its coverage" in md
@@ -368,7 +379,9 @@ def test_judge_data_sample_draws_a_seeded_share_of_the_lines(small_demo, capsys)
     assert "is the input file" in capsys.readouterr().err
 
 
-def test_judge_data_sample_by_question_labels_every_response_to_a_drawn_question(small_demo, tmp_path, capsys):
+def test_judge_data_sample_by_question_labels_every_response_to_a_drawn_question(
+    small_demo, tmp_path, capsys
+):
     from collections import Counter
 
     from judge.cli.data import data_main
@@ -390,7 +403,9 @@ def test_judge_data_sample_by_question_labels_every_response_to_a_drawn_question
     rows = [{"id": f"i{i}", "benchmark": "b", "task": "SA", "model": m, "question": "q", "response": "r"}
             for i in range(20) for m in ("x", "y", "z")]  # fmt: skip
     preds.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    data_main(["sample", str(preds), "--fraction", "0.3", "--by", "question", "--out", str(tmp_path / "p.jsonl")])
+    data_main(
+        ["sample", str(preds), "--fraction", "0.3", "--by", "question", "--out", str(tmp_path / "p.jsonl")]
+    )
     ids = Counter(json.loads(x)["id"] for x in (tmp_path / "p.jsonl").read_text().splitlines())
     assert len(ids) == 6 and set(ids.values()) == {3}
     # A record that is not JSON is an error naming the file and line.

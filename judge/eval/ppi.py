@@ -29,6 +29,14 @@ in the part cut away), and the point estimate is moved to the nearer end when ou
 from the truth than before). Each such step is listed in ``bounded`` so that every output can say so.
 Below ``min_labels`` labelled items there is no estimate at all: ``mean`` and ``ci`` are None and
 ``reason`` says why.
+
+**Rates** (``ends``). A win rate is a mean of points in {0, 1/2, 1}; at a few labels their sample variance is
+often 0 (every labelled pair won), and no t quantile rescues a zero-width interval: on the check's draws
+(12 labelled questions) the win rates' intervals covered 80 to 92% at 95%. With ``ends`` the interval is
+computed with one pseudo-labelled item added at each end of the range (humans and judge both at the low
+end, both at the high end), Agresti and Caffo's adjustment of a proportion's interval, which brought them
+to 96 to 99% there; the point estimate stays the plain one (and the interval is widened to hold it, were
+it outside).
 """
 
 from __future__ import annotations
@@ -158,9 +166,11 @@ def ppi_mean(
     lam: float | None = None,
     bounds: tuple[float, float] | None = None,
     min_labels: int = 2,
+    ends: bool = False,
 ) -> MeanEstimate:
     """The prediction-powered mean and its ``level`` interval (``lam`` None: power-tuned), inside ``bounds``
-    when given. Without unlabelled items it is the human mean (``lam`` 0)."""
+    when given; ``ends``: a rate's interval, with a pseudo-label at each end of ``bounds`` (module doc).
+    Without unlabelled items it is the human mean (``lam`` 0)."""
     ya, ha, ua = (np.asarray(v, dtype=float) for v in (y, yhat, yhat_unlabelled))
     if ya.shape != ha.shape:
         raise ValueError(f"y and yhat differ in length: {ya.size} vs {ha.size}")
@@ -168,9 +178,14 @@ def ppi_mean(
     if (why := too_few(n, min_labels)) is not None:
         return MeanEstimate(None, None, n, big_n, reason=why)
     if big_n == 0:
-        est = classical_mean(ya, level=level, bounds=bounds, min_labels=min_labels)
+        est = classical_mean(ya, level=level, bounds=bounds, min_labels=min_labels, ends=ends)
         est.lam = 0.0
         return est
+    if ends:
+        lo, hi = _ends(bounds)
+        est = ppi_mean(ya, ha, ua, level=level, lam=lam)
+        wide = ppi_mean(np.r_[ya, lo, hi], np.r_[ha, lo, hi], ua, level=level, lam=lam)
+        return _with_interval_of(est, wide, bounds)
     tuned = lam is None
     lam = power_tuning(ya, ha, ua) if lam is None else float(lam)
     theta = float((lam * ua).mean() + (ya - lam * ha).mean())
@@ -188,16 +203,37 @@ def classical_mean(
     level: float = 0.95,
     bounds: tuple[float, float] | None = None,
     min_labels: int = 2,
+    ends: bool = False,
 ) -> MeanEstimate:
     """The mean of the labels alone and Student's interval, ``mean -/+ t_(n-1) * sd / sqrt(n)`` (ddof 1),
-    inside ``bounds`` when given."""
+    inside ``bounds`` when given; ``ends``: a rate's interval (module doc)."""
     ya = np.asarray(y, dtype=float)
     n = ya.size
     if (why := too_few(n, min_labels)) is not None:
         return MeanEstimate(None, None, n, reason=why)
+    if ends:
+        lo, hi = _ends(bounds)
+        return _with_interval_of(
+            classical_mean(ya, level=level), classical_mean(np.r_[ya, lo, hi], level=level), bounds
+        )
     mean = float(ya.mean())
     half = t_quantile(level, n - 1) * math.sqrt(_var(ya) / n)
     return within(MeanEstimate(mean, [mean - half, mean + half], n), bounds)
+
+
+def _ends(bounds: tuple[float, float] | None) -> tuple[float, float]:
+    if bounds is None:
+        raise ValueError("`ends` needs `bounds`: the range whose ends the pseudo-labels sit at")
+    return float(bounds[0]), float(bounds[1])
+
+
+def _with_interval_of(
+    est: MeanEstimate, wide: MeanEstimate, bounds: tuple[float, float] | None
+) -> MeanEstimate:
+    """``est`` with ``wide``'s interval (widened to hold ``est``'s mean), inside ``bounds``."""
+    assert est.mean is not None and wide.ci is not None
+    est.ci = [min(wide.ci[0], est.mean), max(wide.ci[1], est.mean)]
+    return within(est, bounds)
 
 
 __all__ = ["MIN_LABELS", "MeanEstimate", "classical_mean", "power_tuning", "ppi_mean", "t_quantile", "within"]

@@ -145,8 +145,10 @@ def _check(
         c = cols[both[p][cols]]
         lab_c = lab[both[p][cols]]
         y, s = hpts[p][c], pts[p][c]
-        est = ppi_mean(y[lab_c], s[lab_c], s[~lab_c], level=level, bounds=RATE, min_labels=min_labels)
-        return est, classical_mean(y[lab_c], level=level, bounds=RATE, min_labels=min_labels)
+        est = ppi_mean(
+            y[lab_c], s[lab_c], s[~lab_c], level=level, bounds=RATE, min_labels=min_labels, ends=True
+        )
+        return est, classical_mean(y[lab_c], level=level, bounds=RATE, min_labels=min_labels, ends=True)
 
     # One run on the responses as they are.
     everything = np.arange(n_q)
@@ -235,6 +237,7 @@ def _check(
         win_human_coverage=win_hum.share(),
         win_ppi_coverage_se=win_all.se(),
         n_bounded=n_bounded,
+        first_questions=[questions[i] for i in np.nonzero(first_lab)[0]],
     )
 
 

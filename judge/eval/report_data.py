@@ -439,6 +439,7 @@ class PPICheck(_Data):
     win_human_coverage: float | None = None
     win_ppi_coverage_se: float | None = None
     n_bounded: int = 0  #: PPI estimates (means and win rates) that a range bound moved
+    first_questions: list[str] = []  #: the questions the one run (``first_draw``) labelled
 
 
 class ReportData(_Data):

@@ -23,8 +23,8 @@ the judge, ``ppi_reason`` saying why): ``rank`` is 1 + the number of models with
 ``rank_ci`` the percentiles of that rank over the board's question resamples, each resample's PPI mean
 computed with the model's ``lam`` fixed at its point value. The win rate of A over B is then the PPI mean
 of the per-question win points (1 a win, 1/2 a tie, by the judge's scores on the shared questions, by the
-human values on the questions where both are labelled), in [0, 1] with its 95% interval; the judge-only
-win rate stays beside it (``judge_win_rate``, ``judge_ci``). With fewer than ``min_labels`` questions
+human values on the questions where both are labelled), in [0, 1] with its 95% interval (a rate's: with a
+pseudo-label at each end, :func:`judge.eval.ppi.ppi_mean`'s ``ends``); the judge-only win rate stays beside it (``judge_win_rate``, ``judge_ci``). With fewer than ``min_labels`` questions
 where both are labelled, the PPI win rate is null with the reason.
 
 The labelled responses must be a random sample of the scored ones, and a pair's win rate needs both
@@ -158,6 +158,7 @@ def ppi_win_rate(
         level=level,
         bounds=RATE,
         min_labels=min_labels,
+        ends=True,
     )
     out: dict[str, Any] = {"win_rate": est.mean, "ci": est.ci, "n_labelled": est.n_labelled, "lam": est.lam}
     if est.reason:
