@@ -50,7 +50,11 @@ def calibration_lines(report: dict, scorer: str) -> list[str]:
         "  per criterion: "
         + "; ".join(
             f"{k['criterion']} {100 * k['coverage']:.0f}%"
-            + (f" [{100 * k['coverage_ci'][0]:.0f}, {100 * k['coverage_ci'][1]:.0f}]" if k.get("coverage_ci") else "")
+            + (
+                f" [{100 * k['coverage_ci'][0]:.0f}, {100 * k['coverage_ci'][1]:.0f}]"
+                if k.get("coverage_ci")
+                else ""
+            )
             for k in cal["per_criterion"]
         ),
         f"MAE before calibration {_ci(cal['mae_before'])}, after {_ci(cal['mae_after'])} ({cal['method']}; "
@@ -95,7 +99,9 @@ def ppi_lines(report: dict, scorer: str) -> list[str]:
     for m in ppi["models"]:
         d = m["first_draw"]
         if d["ppi_ci"] is None or d["human_ci"] is None:
-            lines.append(f"  {m['model']}: {d['n_labelled']} labels, {d.get('reason') or 'too few for an interval'}")
+            lines.append(
+                f"  {m['model']}: {d['n_labelled']} labels, {d.get('reason') or 'too few for an interval'}"
+            )
             continue
         pw, hw = d["ppi_ci"][1] - d["ppi_ci"][0], d["human_ci"][1] - d["human_ci"][0]
         lines.append(
