@@ -269,6 +269,18 @@ def test_auto_chooses_the_map_by_held_out_nll_and_it_lowers_the_nll_of_new_ratin
     assert log_loss(y, calib, labels=VALUES) < log_loss(y, raw, labels=VALUES) - 0.02
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_a_judge_already_calibrated_keeps_its_read_out(seed):
+    # Ratings drawn from the judge's own distributions: no map can help, and one that looks better on a
+    # few folds by chance (within its standard error across folds) is not taken.
+    cal = fit_calibration(overconfident(60, seed, planted=1.0), VALUES, min_items=30)
+    for key, c in cal.comparison["choice"].items():
+        assert c["method"] == "none" and "standard error" in c["reason"], (key, c)
+    s = overconfident(1, 99)[0]
+    view = cal.apply(s.criterion, s.raw, s.distribution)
+    assert view.distribution == list(s.distribution) and view.score == s.raw
+
+
 def signal_free(n_questions: int, seed: int):
     """A judge that is sure of itself and says nothing about the responses: its scores and the humans'
     are independent (the newcomer's 80-step judge: temperature ran to its bound, every score became 3)."""

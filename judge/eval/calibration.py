@@ -23,7 +23,8 @@ Steps (:func:`fit_calibration`):
 
 3. **Choice** (``method="auto"``, the default), per map: ``folds``-fold cross-validation over the fit
    part's questions gives each map's held-out NLL of the annotators' ratings; the map with the lowest
-   is taken if it beats the read-out's own, else the read-out is kept (``none``). A map is refused when
+   is taken if it beats the read-out's own by more than the standard error of its fold-by-fold changes,
+   else the read-out is kept (``none``): on a few labels, a lower NLL by chance does not carry over. A map is refused when
    its fit on the whole fit part **hits its bounds** (a temperature at the end of the search range) or
    **flattens the scores** (the calibrated scores' standard deviation below :data:`COLLAPSE` of the raw
    ones'): under ``auto`` it is no candidate, and ``method="temperature"`` or ``"isotonic"`` then stops
@@ -317,12 +318,17 @@ def _choose(
         info.update(method="none", reason="too few questions to cross-validate a map: the read-out is kept")
         return _fit_map("none", items, values), info, fits
     nll = cv["nll"]
-    better = [m for m in METHODS if m not in refused and nll[m] < nll["none"]]
+    # A map helps when it lowers the held-out NLL by more than the standard error of its fold-by-fold
+    # changes: on a few labels a lower NLL by chance would otherwise pick a map that does not carry over.
+    se = {m: float(np.std(cv["fold_nll_change"][m], ddof=1) / math.sqrt(cv["folds"])) for m in METHODS}
+    info["nll_change_se"] = se
+    better = [m for m in METHODS if m not in refused and nll[m] < nll["none"] - se[m]]
     if not better:
         why = "; ".join(f"{m} refused: {r}" for m, r in refused.items())
         info.update(
             method="none",
-            reason="neither map lowers the held-out NLL of the read-out" + (f" ({why})" if why else ""),
+            reason="neither map lowers the held-out NLL of the read-out by more than its standard error across "
+            "folds" + (f" ({why})" if why else ""),
         )
         return _fit_map("none", items, values), info, fits
     best = min(better, key=lambda m: nll[m])

@@ -95,19 +95,26 @@ def t_quantile(level: float, df: int) -> float:
 
 def _var(x: np.ndarray) -> float:
     """The sample variance (ddof 1); 0 for fewer than two values."""
-    return float(np.var(x, ddof=1)) if x.size > 1 else 0.0
+    if x.size < 2:
+        return 0.0
+    d = x - x.mean()
+    return float(d @ d) / (x.size - 1)
 
 
 def power_tuning(y: np.ndarray, yhat: np.ndarray, yhat_u: np.ndarray) -> float:
-    """PPI++'s ``lam`` for a mean (see the module doc); 0 when the predictions are all equal."""
+    """PPI++'s ``lam`` for a mean (see the module doc); 0 when the predictions are all equal.
+
+    ``cov(y, yhat)`` with ddof 0 over the labelled items over ``(1 + n/N)`` times the variance (ddof 1) of
+    all predictions; ppi-python centres both at the plain PPI estimate first, which cancels."""
     n, big_n = y.size, yhat_u.size
-    theta1 = yhat_u.mean() + (y - yhat).mean()
-    g, gh = y - theta1, yhat - theta1
-    cov = 2.0 * np.sum((g - g.mean()) * (gh - gh.mean())) / n
-    var = float(np.var(np.concatenate([yhat, yhat_u]) - theta1, ddof=1))
-    if var <= 0 or not math.isfinite(var):
+    dy, dh = y - y.mean(), yhat - yhat.mean()
+    cov = float(dy @ dh) / n
+    total = n + big_n
+    s1 = float(yhat.sum() + yhat_u.sum())
+    var = (float(yhat @ yhat + yhat_u @ yhat_u) - s1 * s1 / total) / (total - 1)
+    if var <= 1e-12 * max(1.0, s1 * s1 / total / total) or not math.isfinite(var):
         return 0.0
-    return float(np.clip(cov / (2.0 * (1.0 + n / big_n) * var), 0.0, 1.0))
+    return float(min(max(cov / ((1.0 + n / big_n) * var), 0.0), 1.0))
 
 
 def _jackknife_variance(y: np.ndarray, yhat: np.ndarray, yhat_u: np.ndarray) -> float:
