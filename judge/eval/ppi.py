@@ -165,9 +165,9 @@ def within(est: MeanEstimate, bounds: tuple[float, float] | None) -> MeanEstimat
 
 
 def ppi_mean(
-    y: Sequence[float],
-    yhat: Sequence[float],
-    yhat_unlabelled: Sequence[float],
+    y: Sequence[float] | np.ndarray,
+    yhat: Sequence[float] | np.ndarray,
+    yhat_unlabelled: Sequence[float] | np.ndarray,
     *,
     level: float = 0.95,
     lam: float | None = None,
