@@ -159,6 +159,7 @@ def test_without_the_calibration_file_nothing_can_be_left_out_and_a_warning_says
     assert data.ppi == []
 
 
+@pytest.mark.slow
 def test_ppi_checks_one_run_is_ppi_python_and_students_t_on_the_questions_it_labelled(
     tmp_path, small_demo, calibrated
 ):
@@ -260,6 +261,7 @@ def test_demo_recap_prints_the_report_figures(tmp_path, small_demo, calibrated, 
     assert recap.main([str(tmp_path / "missing.json")]) == 2
 
 
+@pytest.mark.slow
 def test_report_gives_selective_evaluation_on_held_out_items(tmp_path, small_demo, calibrated):
     from judge.models.selective import Selective, SelectiveRule, write_selective
 
