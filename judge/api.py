@@ -194,7 +194,11 @@ class Judge:
         The items are given as to :meth:`score` (usually the same question with two responses); only
         ``criterion`` is scored. Raises ConfigError when ``criterion`` is not one of an item's family, and
         JudgeError when a response is unscorable (the error gives its reason). A calibrated judge is
-        compared on its read-out (its distributions and expected scores before calibration)."""
+        compared on its calibrated view (the calibrated distributions and their means), as ``judge-score``'s
+        pairs and ``judge-bench`` compare; a judge with selective evaluation says in ``trusted`` whether it
+        keeps the preference (its pairwise threshold) or escalates it."""
+        from dataclasses import replace
+
         from judge.models.preference import record_preference
 
         # Each parsed on its own: the two may share an id (two responses to one item, or one item twice).
@@ -202,7 +206,11 @@ class Judge:
         if (a.benchmark, a.model, a.id) == (b.benchmark, b.model, b.id):
             b = b.model_copy(update={"id": f"{b.id}#b"})  # one item twice: keep both scores apart
         sa, sb = self._score([a, b], criterion)  # one record each, in the items' order
-        return record_preference(sa, sb, self.rubric.scale.values)
+        pref = record_preference(sa, sb, self.rubric.scale.values)
+        sel = self.engine.spec.selective
+        return replace(
+            pref, trusted=sel.trusted_pair(criterion, pref.p_first_better) if sel is not None else None
+        )
 
     def _records(self, items, root) -> list[PredictionRecord]:
         return prediction_records(items, self.rubric.name, root)

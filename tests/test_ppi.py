@@ -17,8 +17,8 @@ from judge.scoring.summary import build_summary, render_markdown, write_summary
 
 
 @pytest.mark.parametrize("seed", range(6))
-def test_ppi_mean_and_interval_equal_ppi_python(seed):
-    from ppi_py import classical_mean_ci, ppi_mean_ci, ppi_mean_pointestimate
+def test_ppi_point_estimate_and_lambda_equal_ppi_python(seed):
+    from ppi_py import ppi_mean_pointestimate
 
     rng = np.random.default_rng(seed)
     n, big_n = int(rng.integers(3, 60)), int(rng.integers(5, 400))
@@ -26,16 +26,107 @@ def test_ppi_mean_and_interval_equal_ppi_python(seed):
     yhat = np.clip(y + rng.normal(0.5, 1.2, n), 0, 6)
     yhat_u = np.clip(rng.normal(3, 1.5, big_n), 0, 6)
     for lam in (None, 1.0, 0.0, 0.37):
-        for level in (0.95, 0.9):
-            ours = ppi_mean(y, yhat, yhat_u, level=level, lam=lam)
-            lo, hi = ppi_mean_ci(y, yhat, yhat_u, alpha=1 - level, lam=lam)
-            point = float(np.squeeze(ppi_mean_pointestimate(y, yhat, yhat_u, lam=lam)))
-            assert ours.mean == pytest.approx(point, abs=1e-9)
-            assert ours.ci[0] == pytest.approx(float(lo[0]), abs=1e-9)
-            assert ours.ci[1] == pytest.approx(float(hi[0]), abs=1e-9)
-    lo, hi = classical_mean_ci(y, alpha=0.05)
-    c = classical_mean(y)
-    assert c.ci == pytest.approx([lo, hi], abs=1e-9) and c.mean == pytest.approx(y.mean(), abs=1e-12)
+        ours = ppi_mean(y, yhat, yhat_u, lam=lam)
+        point = float(np.squeeze(ppi_mean_pointestimate(y, yhat, yhat_u, lam=lam)))
+        assert ours.mean == pytest.approx(point, abs=1e-9)
+    # The estimate is linear in lam: ppi-python's tuned lam, read back from its point estimate.
+    tuned = float(np.squeeze(ppi_mean_pointestimate(y, yhat, yhat_u)))
+    if abs(yhat_u.mean() - yhat.mean()) > 1e-6:
+        assert power_tuning(y, yhat, yhat_u) == pytest.approx(
+            (tuned - y.mean()) / (yhat_u.mean() - yhat.mean()), abs=1e-9
+        )
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_intervals_are_student_t_the_tuned_one_with_the_brute_force_jackknife(seed):
+    from ppi_py import ppi_mean_pointestimate
+    from scipy import stats
+
+    rng = np.random.default_rng(seed)
+    n, big_n = int(rng.integers(8, 40)), int(rng.integers(20, 300))
+    y = rng.integers(0, 7, n).astype(float)
+    yhat = np.clip(y + rng.normal(0.3, 1.0, n), 0, 6)
+    yhat_u = np.clip(rng.normal(3, 1.5, big_n), 0, 6)
+    # Human-only: scipy's one-sample t interval.
+    want = stats.ttest_1samp(y, 0.0).confidence_interval(0.95)
+    assert classical_mean(y).ci == pytest.approx([want.low, want.high], abs=1e-9)
+    # lam given: Student's t(n - 1) with the two sample variances (scipy's sem, ddof 1).
+    lam = 0.6
+    est = ppi_mean(y, yhat, yhat_u, lam=lam)
+    se = np.hypot(stats.sem(lam * yhat_u), stats.sem(y - lam * yhat))
+    assert est.ci == pytest.approx(list(stats.t.interval(0.95, n - 1, loc=est.mean, scale=se)), abs=1e-9)
+    # lam tuned: the labelled term's variance is the jackknife's over leave-one-out re-tuned estimates,
+    # each ppi-python's own point estimate.
+    loo = np.asarray(
+        [
+            float(np.squeeze(ppi_mean_pointestimate(np.delete(y, i), np.delete(yhat, i), yhat_u)))
+            for i in range(n)
+        ]
+    )
+    jack = (n - 1) / n * np.sum((loo - loo.mean()) ** 2)
+    tuned = ppi_mean(y, yhat, yhat_u)
+    se = np.sqrt(jack + stats.sem(tuned.lam * yhat_u) ** 2)
+    assert tuned.ci == pytest.approx(list(stats.t.interval(0.95, n - 1, loc=tuned.mean, scale=se)), abs=1e-9)
+
+
+def _labels_world(n_draw: int, rng):
+    """Human scores on the 0-6 scale and a noisy, biased judge, drawn i.i.d.; the human scores' exact mean."""
+    from scipy.stats import norm
+
+    def draw(size: int):
+        h = np.clip(np.round(rng.normal(3.5, 1.6, size)), 0, 6)
+        return h, np.clip(0.6 * h + 1.5 + rng.normal(0, 1.0, size), 0, 6)
+
+    edges = norm.cdf((np.arange(0.5, 6.0, 1.0) - 3.5) / 1.6)
+    probs = np.diff(np.r_[0.0, edges, 1.0])
+    return draw, float(np.dot(probs, np.arange(7)))
+
+
+@pytest.mark.parametrize("n_labels", [10, 20])
+def test_intervals_reach_their_level_at_small_label_counts(n_labels):
+    # 3,000 leaderboards of 175 responses, n_labels of them labelled at random: both intervals cover the
+    # mean at 95% to within 1.2 points (Monte Carlo error 0.4). The normal intervals with ddof 0 that
+    # ppi-python gives covered 89% (PPI) and 91% (human-only) at 10 labels here.
+    rng = np.random.default_rng(n_labels)
+    draw, truth = _labels_world(175, rng)
+    ppi_cover, human_cover, narrower = [], [], []
+    for _ in range(3000):
+        h, s = draw(175)
+        est = ppi_mean(h[:n_labels], s[:n_labels], s[n_labels:], min_labels=n_labels)
+        hum = classical_mean(h[:n_labels], min_labels=n_labels)
+        ppi_cover.append(est.ci[0] <= truth <= est.ci[1])
+        human_cover.append(hum.ci[0] <= truth <= hum.ci[1])
+        narrower.append(est.width < hum.width)
+    assert abs(np.mean(ppi_cover) - 0.95) <= 0.012, np.mean(ppi_cover)
+    assert abs(np.mean(human_cover) - 0.95) <= 0.012, np.mean(human_cover)
+    assert np.mean(narrower) > 0.7  # and PPI is usually the narrower
+
+
+def test_estimates_stay_in_their_range_and_say_what_a_bound_moved():
+    y = np.array([6.0, 6.0, 5.0, 6.0, 6.0, 5.0, 6.0, 6.0, 6.0, 5.0])
+    yhat = y - 3.0  # the judge scores labelled responses 3 points low...
+    yhat_u = np.full(40, 6.0)  # ...and the rest at the top: plain PPI's mean is about 9
+    free = ppi_mean(y, yhat, yhat_u, lam=1.0)
+    assert free.mean > 8.5 and free.ci[0] > 6.0 and not free.bounded
+    est = ppi_mean(y, yhat, yhat_u, lam=1.0, bounds=(0.0, 6.0))
+    assert est.mean == 6.0 and est.ci == [6.0, 6.0] and est.bounded == ["mean", "ci_low", "ci_high"]
+    assert est.to_dict()["bounded"] == ["mean", "ci_low", "ci_high"]
+    # An interval that pokes out on one side is cut there, its other end and the mean kept.
+    hum = classical_mean(y, bounds=(0.0, 6.0))
+    plain = classical_mean(y)
+    assert plain.ci[1] > 6.0 and hum.ci == [plain.ci[0], 6.0] and hum.mean == plain.mean
+    assert hum.bounded == ["ci_high"]
+    # Inside the range nothing moves, and nothing is said.
+    mid = ppi_mean(y - 2, yhat, yhat_u - 3, bounds=(0.0, 6.0))
+    assert not mid.bounded and "bounded" not in mid.to_dict()
+
+
+def test_too_few_labels_give_no_estimate_and_say_why():
+    y, yhat = [1.0, 2.0, 3.0], [1.5, 2.5, 2.0]
+    est = ppi_mean(y, yhat, [2.0] * 20, min_labels=10)
+    assert est.mean is None and est.ci is None and "3 labelled, fewer than the 10" in est.reason
+    assert classical_mean(y, min_labels=10).mean is None
+    assert ppi_mean(y, yhat, [2.0] * 20, min_labels=3).mean is not None
 
 
 def test_power_tuning_by_hand_and_edge_cases():
@@ -47,9 +138,14 @@ def test_power_tuning_by_hand_and_edge_cases():
     cov = np.mean((y - y.mean()) * (yhat - yhat.mean()))
     var = np.var(np.r_[yhat, yu], ddof=1)
     assert power_tuning(y, yhat, yu) == pytest.approx(min(1.0, cov / ((1 + 4 / 3) * var)))
-    # Constant predictions carry no information: lam 0, the human mean and its interval.
+    # Constant predictions carry no information: lam 0, the human mean (its interval: the jackknife of the
+    # labels' mean is their sample variance over n, Student's interval).
     flat = ppi_mean(y, np.full(4, 3.0), np.full(3, 3.0))
-    assert flat.lam == 0.0 and flat.mean == pytest.approx(y.mean()) and flat.ci == classical_mean(y).ci
+    assert (
+        flat.lam == 0.0
+        and flat.mean == pytest.approx(y.mean())
+        and flat.ci == pytest.approx(classical_mean(y).ci)
+    )
     assert ppi_mean([2.0], [2.0], [1.0, 2.0]).mean is None  # one label: undefined, never a number
     every = ppi_mean(y, yhat, [])  # every item labelled: the human mean
     assert every.mean == pytest.approx(y.mean()) and every.lam == 0.0
@@ -139,7 +235,7 @@ def test_resampled_ppi_equals_the_estimate_on_the_expanded_resample():
             assert boot[b, i] == pytest.approx(est.mean, abs=1e-9)
 
 
-def test_too_few_labels_keep_the_judge_ranking_and_say_so():
+def test_too_few_labels_keep_the_judge_ranking_and_say_so(tmp_path):
     records, _ = board_data(n=10)
     labels = Labels({("a", "q0"): {"overall": 5.0}, ("zz", "q0"): {"overall": 1.0}}, ["l.jsonl"])
     lb = build_leaderboard(records, resamples=50, labels=labels)
@@ -148,13 +244,84 @@ def test_too_few_labels_keep_the_judge_ranking_and_say_so():
         "a": None,
         "b": None,
     }
+    assert "a (1 labelled, fewer than the 10" in board["ppi_reason"]
     assert lb["labels"]["unmatched"] == 1 and lb["labels"]["unmatched_examples"] == ["zz/q0"]
-    md = "\n".join(
-        render_markdown(
-            build_summary(records, scale=(0, 6), run={}, leaderboard_resamples=50, labels=labels)
-        ).splitlines()
+    summary = build_summary(records, scale=(0, 6), run={}, leaderboard_resamples=50, labels=labels)
+    md = render_markdown(summary)
+    assert (
+        "Too few labelled questions for a prediction-powered mean of every model: ranked by the judge" in md
     )
-    assert "Too few labelled questions for a prediction-powered mean: ranked by the judge." in md
+    assert "- (1 labelled, fewer than the 10 an estimate needs (min_labels))" in md  # the empty PPI cell
+    write_summary(tmp_path, summary)
+    with open(tmp_path / "leaderboard.csv") as f:
+        rows = {r["model"]: r for r in csv.DictReader(f) if r["group"] == "all"}
+    assert rows["a"]["ppi_mean"] == "" and "fewer than the 10" in rows["a"]["ppi_note"]
+
+
+def test_a_board_is_never_ranked_by_ppi_unless_every_model_has_it():
+    records, full = board_data(n=40)  # half the questions labelled for both models
+    # b keeps only 5 of its labels: below min_labels, so b has no PPI mean while a has one.
+    kept = {k: v for k, v in full.values.items() if k[0] == "a" or int(k[1][1:]) < 10}
+    lb = build_leaderboard(records, resamples=50, labels=Labels(kept, ["l.jsonl"]))
+    board = lb["boards"][0]
+    rows = {m["model"]: m for m in board["models"]}
+    assert rows["a"]["ppi"]["mean"] is not None and rows["b"]["ppi"]["mean"] is None
+    assert board["ranked_by"] == "judge" and "b (5 labelled" in board["ppi_reason"]
+    assert all("judge_win_rate" not in w for w in board["win_rates"])  # judge-only win rates, said so
+    # With min_labels 5 both have one, and the board follows PPI.
+    lb5 = build_leaderboard(records, resamples=50, labels=Labels(kept, ["l.jsonl"]), min_labels=5)
+    assert lb5["boards"][0]["ranked_by"] == "ppi" and lb5["min_labels"] == 5
+
+
+def three_model_board(seed: int, n: int = 30, labelled: int = 6):
+    """Three models whose judge scores sit near the top of the scale on n questions, the first `labelled`
+    questions labelled for every model (as judge-data sample --by question draws them)."""
+    rng = np.random.default_rng(seed)
+    records, labels = [], {}
+    for q in range(n):
+        for model, mu in (("a", 5.2), ("b", 4.0), ("c", 2.5)):
+            h = float(np.clip(np.round(rng.normal(mu, 1.0)), 0, 6))
+            records.append(rec(model, f"q{q}", float(np.clip(h + rng.normal(0.8, 1.0), 0, 6))))
+            if q < labelled:
+                labels[(model, f"q{q}")] = {"overall": h}
+    return records, Labels(labels, ["l.jsonl"])
+
+
+def test_means_and_win_rates_stay_in_their_range_and_the_outputs_say_when_a_bound_moved(tmp_path):
+    # Few labels (min_labels 2, to attack it): PPI corrections push estimates past the scale and past [0, 1],
+    # as the demo's 1.25 win rate did; every number stays in its range, and what was moved is marked.
+    moved = 0
+    for seed in range(25):
+        records, labels = three_model_board(seed)
+        lb = build_leaderboard(records, resamples=30, labels=labels, scale=(0, 6), min_labels=2)
+        for board in lb["boards"]:
+            for m in board["models"]:
+                for est in (m["human"], m["ppi"]):
+                    if est["mean"] is not None:
+                        assert 0.0 <= est["ci"][0] <= est["mean"] <= est["ci"][1] <= 6.0, est
+                        moved += bool(est.get("bounded"))
+            for w in board["win_rates"]:
+                if w["win_rate"] is not None:
+                    assert 0.0 <= w["ci"][0] <= w["win_rate"] <= w["ci"][1] <= 1.0, w
+                    moved += bool(w.get("bounded"))
+            pairs = {(w["model"], w["opponent"]): w for w in board["win_rates"]}
+            for (x, y), w in pairs.items():
+                if w["win_rate"] is not None:
+                    assert pairs[(y, x)]["win_rate"] == pytest.approx(1.0 - w["win_rate"])
+    assert moved > 0  # the bounds were needed, so the test attacked them
+    records, labels = next(
+        (r, lab) for seed in range(25) for r, lab in [three_model_board(seed)]
+        if any(w.get("bounded") for b in build_leaderboard(r, resamples=30, labels=lab, scale=(0, 6),
+                                                            min_labels=2)["boards"] for w in b["win_rates"])
+    )  # fmt: skip
+    summary = build_summary(
+        records, scale=(0, 6), run={}, leaderboard_resamples=30, labels=labels, min_labels=2
+    )
+    write_summary(tmp_path, summary)
+    md = (tmp_path / "summary.md").read_text()
+    assert "†" in md and "set to the range's end: the interval keeps its coverage" in md
+    with open(tmp_path / "win_rates.csv") as f:
+        assert any(r["note"].startswith("bounded to its range") for r in csv.DictReader(f))
 
 
 def test_summary_files_carry_the_three_estimates(tmp_path):
@@ -210,3 +377,39 @@ def test_judge_data_sample_draws_a_seeded_share_of_the_lines(small_demo, capsys)
     assert "is not in (0, 1]" in capsys.readouterr().err
     assert data_main(["sample", str(small_demo), "--fraction", "0.5", "--out", str(small_demo)]) == 2
     assert "is the input file" in capsys.readouterr().err
+
+
+def test_judge_data_sample_by_question_labels_every_response_to_a_drawn_question(
+    small_demo, tmp_path, capsys
+):
+    from collections import Counter
+
+    from judge.cli.data import data_main
+
+    recs = [json.loads(x) for x in small_demo.read_text().splitlines()]
+    per_q = Counter(r["question_id"] for r in recs)
+    out = tmp_path / "by-question.jsonl"
+    assert data_main(["sample", str(small_demo), "--fraction", "0.25", "--by", "question", "--seed", "1",
+                      "--out", str(out)]) == 0  # fmt: skip
+    got = [json.loads(x) for x in out.read_text().splitlines()]
+    drawn = Counter(r["question_id"] for r in got)
+    assert len(drawn) == round(0.25 * len(per_q))
+    assert all(drawn[q] == per_q[q] for q in drawn)  # every response of each drawn question
+    assert f"{len(got)} of {len(recs)} records ({len(drawn)} of {len(per_q)} questions) (seed 1)" in (
+        capsys.readouterr().out
+    )
+    # Predictions: candidate models' records for one item share its id; the item is the question.
+    preds = tmp_path / "preds.jsonl"
+    rows = [{"id": f"i{i}", "benchmark": "b", "task": "SA", "model": m, "question": "q", "response": "r"}
+            for i in range(20) for m in ("x", "y", "z")]  # fmt: skip
+    preds.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    data_main(
+        ["sample", str(preds), "--fraction", "0.3", "--by", "question", "--out", str(tmp_path / "p.jsonl")]
+    )
+    ids = Counter(json.loads(x)["id"] for x in (tmp_path / "p.jsonl").read_text().splitlines())
+    assert len(ids) == 6 and set(ids.values()) == {3}
+    # A record that is not JSON is an error naming the file and line.
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps(rows[0]) + "\n\n{oops\n")
+    assert data_main(["sample", str(bad), "--fraction", "0.5", "--by", "question", "--out", str(out)]) == 2
+    assert "bad.jsonl, line 3: not JSON" in capsys.readouterr().err

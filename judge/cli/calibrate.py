@@ -14,6 +14,8 @@ EPILOG = """\
 examples:
   judge-calibrate --judge runs/demo/judge                   fit on the judge's validation split
   judge-calibrate --judge runs/demo/judge --method isotonic --level 0.8
+  judge-calibrate --judge runs/demo/judge --selective --agreement 0.9 --delta 0.1
+                                                            also fit the trusted/escalated thresholds
   judge-calibrate --judge J --human labelled.jsonl --scores runs/j-labelled/scores.jsonl
                                                             labels, and the judge's scores of them, at hand
 """
@@ -24,9 +26,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = Parser(
         prog="judge-calibrate",
         description="Fit a judge's calibration on human labels (by default its validation split): a map of "
-        "the expected score per criterion (temperature or isotonic; both are compared on held-out items) "
-        "and split conformal intervals at a stated level. Writes calibration.json into the judge folder "
-        "and names it in the judge card; judge-score, judge-serve and Judge.score then apply it.",
+        "each criterion's scale distribution (temperature or isotonic, chosen by cross-validated NLL, or none "
+        "when neither helps), split conformal intervals at a stated level (per criterion where the labels "
+        "allow), and with --selective the confidence thresholds that keep a promised agreement with humans. "
+        "Prints NLL, Brier and calibration errors of the read-out and the maps on held-out items, writes "
+        "calibration.json (and selective.json) into the judge folder and names them in the judge card; "
+        "judge-score, judge-serve and Judge.score then apply them.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -40,7 +45,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     setup_logging()
     try:
-        from judge.eval.calibration import format_calibration
+        from judge.eval.calibration_report import format_calibration
+        from judge.eval.selective import format_selective
         from judge.scoring.calibrate import calibrate_judge
 
         with flags_in_warnings(parser):
@@ -49,7 +55,16 @@ def main(argv: list[str] | None = None) -> int:
         return fail(e, parser)
     if result.calibration is not None:
         print(format_calibration(result.calibration))
+        if result.selective is not None:
+            print()
+            print(format_selective(result.selective))
         print(f"\nwrote {result.path} (named in the judge card); fitted on {result.scores}")
+        if result.selective_path is not None:
+            print(
+                f"wrote {result.selective_path} (named in the judge card): scores are marked trusted or escalated"
+            )
+        if result.reliability is not None:
+            print(f"reliability diagram of the held-out items: {result.reliability}")
     return 0
 
 

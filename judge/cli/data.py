@@ -103,6 +103,13 @@ def build_parser() -> Parser:
     )
     sm.add_argument("--seed", type=nonnegative_int, default=0, help="random seed (default: 0)")
     sm.add_argument(
+        "--by",
+        choices=["record", "question"],
+        default="record",
+        help="draw single records (default), or whole questions: every response to a drawn question, so that "
+        "each pair of models has labels on the same questions (what PPI win rates need)",
+    )
+    sm.add_argument(
         "--out",
         help="output file (default: beside the input, <stem>-sample<percent>.jsonl, where relative image "
         "paths still resolve)",
@@ -194,7 +201,7 @@ def _sample(args) -> int:
     from judge.data.split import sample_lines
 
     src = Path(args.file)
-    lines, total = sample_lines(src, args.fraction, args.seed)
+    lines, total, units = sample_lines(src, args.fraction, args.seed, by=args.by)
     out = (
         Path(args.out) if args.out else src.with_name(f"{src.stem}-sample{round(100 * args.fraction)}.jsonl")
     )
@@ -202,7 +209,8 @@ def _sample(args) -> int:
         raise JudgeError(f"--out {out} is the input file; write the sample elsewhere")
     with atomic_write(out) as f:
         f.write("".join(ln + "\n" for ln in lines))
-    print(f"wrote {out}: {len(lines)} of {total} records (seed {args.seed})")
+    drawn = f" ({round(args.fraction * units) or 1} of {units} questions)" if args.by == "question" else ""
+    print(f"wrote {out}: {len(lines)} of {total} records{drawn} (seed {args.seed})")
     return 0
 
 

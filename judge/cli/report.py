@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     if mmie:
         print("\nMMIE's agreement measures (main table's items; 95% intervals):\n")
         print(mmie)
-    checks = format_calibration_summary(data.calibration, data.ppi)
+    checks = format_calibration_summary(data.calibration, data.ppi, data.selective)
     if checks:
         print("\nCalibration on held-out items, and prediction-powered means:")
         print("\n".join(checks))

@@ -67,7 +67,7 @@ GROUPS = {
         "overwrite",
         "progress",
     ],
-    "summary": ["labels", "leaderboard_resamples", "leaderboard_seed"],
+    "summary": ["labels", "min_labels", "leaderboard_resamples", "leaderboard_seed"],
 }
 
 

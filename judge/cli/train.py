@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
                 data_dir=args.data,
             )
             if args.calibrate:
-                from judge.eval.calibration import format_calibration
+                from judge.eval.calibration_report import format_calibration
                 from judge.eval.config import CalibrateConfig
                 from judge.scoring.calibrate import calibrate_judge
 

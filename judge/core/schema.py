@@ -235,18 +235,34 @@ class ScoreRecord(StrictModel):
     reason: str | None = None
     criteria: dict[str, float | None] | None = None
     distribution: list[float] | None = Field(
-        default=None, description="Probability of each scale value, lowest first (judge scores)."
+        default=None,
+        description="Probability of each scale value, lowest first (judge scores); a calibrated judge's "
+        "calibrated distribution, whose mean is `score`.",
     )
-    argmax: int | None = None
+    argmax: int | None = Field(
+        default=None, description="The most probable scale value of `distribution` (judge scores)."
+    )
     raw_score: float | None = Field(
         default=None,
         description="A calibrated judge score's uncalibrated value (the read-out's expected score); "
         "producer.calibration names the calibration.",
     )
+    raw_distribution: list[float] | None = Field(
+        default=None, description="A calibrated judge score's uncalibrated distribution (the read-out's)."
+    )
+    raw_argmax: int | None = Field(
+        default=None, description="The most probable scale value of `raw_distribution`."
+    )
     interval: list[float] | None = Field(
         default=None,
         description="[low, high]: the calibrated judge's conformal interval for the human score, at the "
         "level producer.calibration states.",
+    )
+    trusted: bool | None = Field(
+        default=None,
+        description="Selective evaluation (a judge with judge-calibrate --selective): true when the judge "
+        "keeps this score, false when it escalates it to a human; producer.selective names the thresholds "
+        "and the agreement they guarantee.",
     )
     producer: dict[str, Any] = Field(
         default_factory=dict,
@@ -263,8 +279,10 @@ class ScoreRecord(StrictModel):
             raise ValueError("a null score needs a status other than 'ok' and a reason")
         if self.score is not None and self.status != "ok":
             raise ValueError(f"status {self.status!r} but a score is given")
-        if self.distribution is not None and abs(sum(self.distribution) - 1.0) > 1e-3:
-            raise ValueError(f"distribution sums to {sum(self.distribution):.4f}, not 1")
+        for name in ("distribution", "raw_distribution"):
+            dist = getattr(self, name)
+            if dist is not None and abs(sum(dist) - 1.0) > 1e-3:
+                raise ValueError(f"{name} sums to {sum(dist):.4f}, not 1")
         if self.interval is not None:
             if self.score is None or len(self.interval) != 2 or not self.interval[0] <= self.interval[1]:
                 raise ValueError(
@@ -274,9 +292,10 @@ class ScoreRecord(StrictModel):
 
     @model_serializer(mode="wrap")
     def _calibration_fields_when_set(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        # Only a calibrated judge's records carry raw_score and interval; the others keep their shape.
+        # Only a calibrated judge's records carry the raw_ fields and interval, only a selective judge's
+        # `trusted`; the others keep their shape.
         out = handler(self)
-        for key in ("raw_score", "interval"):
+        for key in ("raw_score", "raw_distribution", "raw_argmax", "interval", "trusted"):
             if out.get(key, 0) is None:
                 del out[key]
         return out

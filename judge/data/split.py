@@ -94,23 +94,78 @@ def split_records(
     return out
 
 
-def sample_lines(path: str | Path, fraction: float, seed: int = 0) -> tuple[list[str], int]:
-    """A random share of a JSON Lines file's records, as their lines (verbatim, in file order), and how many
-    records the file has: ``round(fraction x records)`` of them (at least one), drawn with ``seed``.
+#: What :func:`sample_lines` draws: single records, or whole questions (every response to each).
+SAMPLE_UNITS = ("record", "question")
+
+
+def sample_lines(
+    path: str | Path, fraction: float, seed: int = 0, *, by: str = "record"
+) -> tuple[list[str], int, int]:
+    """A random share of a JSON Lines file's records, as their lines (verbatim, in file order), how many
+    records the file has and how many units it was drawn from.
+
+    ``by="record"``: ``round(fraction x records)`` records (at least one). ``by="question"``:
+    ``round(fraction x questions)`` questions (at least one), each with every record that answers it, so
+    that every model's response to a drawn question is labelled and a pair of models has paired labels
+    (their win rate needs them). A record's question is its ``question_id`` (an annotation record without
+    one: its question's content hash, as the schema fills it), else ``(benchmark, task, id)``: candidate
+    models' predictions for one item share the id (:func:`question_key`).
 
     What to send to annotators for prediction-powered means (``judge-score --labels``): the labelled
     responses must be a random sample of the scored ones. Blank lines are not records."""
     if not 0 < fraction <= 1:
         raise JudgeError(f"fraction {fraction} must lie in (0, 1]")
+    if by not in SAMPLE_UNITS:
+        raise JudgeError(f"`by` {by!r} is not one of {', '.join(SAMPLE_UNITS)}")
     path = Path(path)
     if path.suffix.lower() != ".jsonl":
         raise JudgeError(f"{path}: sampling takes a JSON Lines file (.jsonl), one record per line")
     try:
-        lines = [ln for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip()]
+        numbered = [
+            (i, ln) for i, ln in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if ln.strip()
+        ]
     except OSError as e:
         raise JudgeError(f"{path}: cannot read ({e.strerror or e})") from None
-    if not lines:
+    if not numbered:
         raise JudgeError(f"{path}: no records to sample")
-    k = max(1, round(fraction * len(lines)))
-    keep = sorted(random.Random(seed).sample(range(len(lines)), k))
-    return [lines[i] for i in keep], len(lines)
+    lines = [ln for _, ln in numbered]
+    if by == "record":
+        k = max(1, round(fraction * len(lines)))
+        keep = sorted(random.Random(seed).sample(range(len(lines)), k))
+        return [lines[i] for i in keep], len(lines), len(lines)
+    keys = _question_keys(path, numbered)
+    questions = sorted(set(keys))
+    k = max(1, round(fraction * len(questions)))
+    drawn = set(random.Random(seed).sample(questions, k))
+    return [ln for ln, q in zip(lines, keys, strict=True) if q in drawn], len(lines), len(questions)
+
+
+def question_key(obj: dict) -> tuple[str, ...]:
+    """The question a JSON record answers (see :func:`sample_lines`)."""
+    qid = obj.get("question_id")
+    if qid is None and "scores" in obj and "question" in obj:  # an annotation record: as the schema fills it
+        from judge.core.schema import content_hash
+
+        qid = "q-" + content_hash(obj["question"])[:16]
+    if qid is not None:
+        return (str(obj.get("task", "")), str(qid))
+    return (str(obj.get("benchmark", "")), str(obj.get("task", "")), str(obj.get("id", "")))
+
+
+def _question_keys(path: Path, numbered: list[tuple[int, str]]) -> list[tuple[str, ...]]:
+    import json
+
+    keys = []
+    for i, ln in numbered:
+        try:
+            obj = json.loads(ln)
+        except json.JSONDecodeError as e:
+            raise JudgeError(
+                f"{path}, line {i}: not JSON ({e.msg}); sampling by question reads each record"
+            ) from None
+        if not isinstance(obj, dict) or ("id" not in obj and "question_id" not in obj):
+            raise JudgeError(
+                f"{path}, line {i}: no `id` or `question_id` to tell its question by (--by question)"
+            )
+        keys.append(question_key(obj))
+    return keys

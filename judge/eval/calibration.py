@@ -8,51 +8,61 @@ from a score file matched onto human items, :mod:`judge.eval.matching`).
 Steps (:func:`fit_calibration`):
 
 1. **Split** the questions at random (``seed``) into a *fit* part and a *conformal* part
-   (``conformal_fraction`` of the questions); all responses to a question stay together. Split
-   conformal needs residuals of a map fitted without them: fitting on the same items would make them
-   optimistically small and the intervals too short.
-2. **Per criterion**, when it has at least ``min_items`` labelled items in each part, else **pooled**
-   (one map fitted on every item, for every criterion without its own), fit on the fit part:
+   (``conformal_fraction`` of the questions); all responses to a question stay together. The conformal
+   part is held out from everything the maps learn: its residuals give the intervals, and the comparison
+   below is measured on it.
+2. **A map per criterion** with at least ``min_items`` labelled items in each part, else the **pooled**
+   one (fitted on every item of the fit part, for every criterion without its own). Two maps are fitted:
 
    * ``isotonic``: scikit-learn's ``IsotonicRegression(y_min, y_max, out_of_bounds="clip")`` of the
      human score on the raw expected score (a non-decreasing map, so it never reorders the judge's
      scores of one criterion);
    * ``temperature``: the ``T`` minimising the negative log-likelihood of the annotators' ratings under
-     the tempered scale distribution ``p^(1/T)`` (scipy's bounded scalar minimiser over ``log T``).
+     the tempered scale distribution ``p^(1/T)`` (scipy's bounded scalar minimiser over ``log T`` in
+     :data:`LOG_T_BOUNDS`).
 
-   Both are fitted every time; ``method`` says which one is stored (default ``temperature``, see
-   below). The other is the comparison.
-3. **Conformal**: the absolute residuals ``|human - calibrated|`` of the conformal part, grouped by the
-   calibration each item takes (its criterion, or the pooled one: a Mondrian conformal regressor), give
-   each group's halfwidth at ``level`` through ``crepes.ConformalRegressor`` (the
-   ``ceil((1 - alpha)(n + 1))``-th smallest residual; none when the group is too small for the level).
-4. **Comparison**, on the conformal part (which neither map saw): MAE and MSE of the raw score, the
-   isotonic and the temperature calibration, pooled over criteria.
+3. **Choice** (``method="auto"``, the default), per map: ``folds``-fold cross-validation over the fit
+   part's questions gives each map's held-out NLL of the annotators' ratings; the map with the lowest
+   is taken if it beats the read-out's own by more than the standard error of its fold-by-fold changes,
+   else the read-out is kept (``none``): on a few labels, a lower NLL by chance does not carry over. A map is refused when
+   its fit on the whole fit part **hits its bounds** (a temperature at the end of the search range) or
+   **flattens the scores** (the calibrated scores' standard deviation below :data:`COLLAPSE` of the raw
+   ones'): under ``auto`` it is no candidate, and ``method="temperature"`` or ``"isotonic"`` then stops
+   with an error that says so. The fold fits' spread (each fold's temperature, each fold's NLL change)
+   is reported beside the choice.
+4. **Conformal intervals**, Mondrian by criterion: each criterion with at least ``min_conformal``
+   conformal items (and enough for the level) gets its own halfwidth, from its own residuals
+   ``|human - calibrated|``; the others share the pooled group's. The halfwidth is the
+   ``ceil(level (n + 1))``-th smallest of the group's ``n`` absolute residuals (:func:`conformal_quantile`):
+   for a new item of the criterion, exchangeable with them, the interval covers its human score with
+   probability at least ``level`` (and below ``level + 1/(n + 1)``, ties aside); the pooled group
+   promises it only on average over its criteria. crepes' ``ConformalRegressor`` (0.9) takes the next
+   larger residual when ``(1 - level)(n + 1)`` is whole (n = 19, 29, 39... at 90%: a floating-point
+   floor), so its intervals cover ``1/(n + 1)`` more than they need; computed here, they do not.
+5. **Comparison** on the conformal part, which neither the maps nor the choice saw: MAE, MSE, NLL,
+   Brier score and the two expected calibration errors (:mod:`judge.eval.calibration_metrics`) of the
+   raw read-out, of each map and of the chosen calibration, all criteria pooled.
 
-Why temperature by default. A judge that ``judge-train`` made learned its scale distribution from the
-human scores, so its scores tend to be right on average (the demo judge's reliability bins lie on the
-diagonal) and what is off is its confidence, which one temperature per criterion fixes without room to
-overfit the few hundred labels a validation split holds. Isotonic regression removes any monotone
-distortion, a shift too, but fits a step per run of labels: on the demo judge (calibrated on its
-validation split, 525 labelled items, measured on its test split, 1,575 items, five random fit/conformal
-splits) the raw MAE 1.384 (MSE 2.905) became 1.401 (2.906) with temperature and 1.418 (3.015) with
-isotonic regression. On a judge with a systematic bias and enough labels, isotonic is the one to take
-(``method="isotonic"``; ``tests/test_calibration.py`` plants one and sees isotonic remove it).
+What it fits on. ``judge-train --calibrate`` and ``judge-calibrate`` without ``human`` fit on the
+validation split, which also picked the best checkpoint during training: the calibration's own
+comparison is on that split's conformal half (unbiased for the choice of map, not for the checkpoint);
+the test split's figures (``judge-report``) are unaffected by either.
 """
 
 from __future__ import annotations
 
 import math
-import warnings
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from typing import Any
 
 import numpy as np
 
 from judge.core.errors import JudgeError
 from judge.eval.bootstrap import seeded_rng
+from judge.eval.calibration_metrics import distribution_metrics
 from judge.eval.matching import Scorer
 from judge.models.calibration import (
     POOLED,
@@ -60,14 +70,19 @@ from judge.models.calibration import (
     CalibrationData,
     CriterionCalibration,
     Method,
+    MethodChoice,
     content_fingerprint,
-    interpolate,
-    temper,
 )
 
 METHODS: tuple[Method, ...] = ("isotonic", "temperature")
-#: Bounds of log(T) for the temperature search (T from 0.02 to 50).
+CHOICES: tuple[MethodChoice, ...] = ("auto", "isotonic", "temperature", "none")
+#: Bounds of log(T) for the temperature search (T from 0.018 to 54.6): a fit at either end is refused.
 LOG_T_BOUNDS = (-4.0, 4.0)
+#: A map whose calibrated scores' standard deviation (on the items it was fitted on) is below this share of
+#: the raw scores' flattens them: refused.
+COLLAPSE = 0.25
+#: Cross-validation folds for the choice of map.
+FOLDS = 5
 
 
 @dataclass(frozen=True)
@@ -81,15 +96,17 @@ class LabelledScore:
     distribution: tuple[float, ...]  #: the judge's scale distribution, lowest value first
     human: float  #: mean over the annotators
     ratings: tuple[int, ...]  #: each annotator's score
+    annotators: tuple[str, ...] = ()  #: who gave each rating (selective evaluation's majority preference)
 
 
 def labelled_scores(scorer: Scorer) -> list[LabelledScore]:
-    """The scored matches of a judge's score file on the human items, with the raw read-out (``raw_score``
-    when the file is calibrated already, else ``score``) and the distribution each record must carry."""
+    """The scored matches of a judge's score file on the human items, with the raw read-out (``raw_score`` and
+    ``raw_distribution`` when the file is calibrated already, else ``score`` and ``distribution``)."""
     out = []
     for m in scorer.scored:
         rec = m.record
-        if rec.distribution is None:
+        dist = rec.raw_distribution if rec.raw_distribution is not None else rec.distribution
+        if dist is None:
             raise JudgeError(
                 f"{scorer.path}: record {rec.id!r} ({m.item.criterion}) has no score distribution; calibration "
                 "needs a judge's scores as judge-score writes them (metric judge, with distributions)"
@@ -103,10 +120,11 @@ def labelled_scores(scorer: Scorer) -> list[LabelledScore]:
                 it.criterion,
                 it.question_id,
                 float(raw),
-                tuple(rec.distribution),
+                tuple(dist),
                 it.value,
                 tuple(s for _, s in it.ratings),
-            )  # fmt: skip
+                tuple(a for a, _ in it.ratings),
+            )
         )
     return out
 
@@ -163,20 +181,27 @@ def fit_temperature(
     return float(math.exp(res.x))
 
 
+def conformal_quantile(residuals: Sequence[float], level: float) -> float | None:
+    """The split conformal halfwidth at ``level``: the ``ceil(level (n + 1))``-th smallest absolute residual
+    (None when that exceeds ``n``: too few residuals for the level, the interval is the whole scale)."""
+    r = np.sort(np.abs(np.asarray(residuals, dtype=float)))
+    k = math.ceil(level * (r.size + 1) - 1e-9)  # level (n + 1) whole: exactly that order statistic
+    return None if k > r.size or k < 1 else float(r[k - 1])
+
+
+def needed_for(level: float) -> int:
+    """The fewest residuals a finite halfwidth at ``level`` needs: ``ceil(level (n + 1)) <= n``."""
+    return math.ceil(level / (1.0 - level) - 1e-9)
+
+
 def conformal_halfwidths(
     residuals: Sequence[float], groups: Sequence[str], level: float
 ) -> dict[str, float | None]:
-    """Each group's split conformal halfwidth at ``level`` from crepes' Mondrian ``ConformalRegressor``
-    (None: too few residuals in the group for the level: the interval is the whole scale)."""
-    from crepes import ConformalRegressor
-
-    groups_arr = np.asarray(groups, dtype=object)
-    cr = ConformalRegressor().fit(np.asarray(residuals, dtype=float), bins=groups_arr)
-    labels = sorted(set(groups))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)  # "too small for the level": None below says so
-        ends = cr.predict_int(np.zeros(len(labels)), bins=np.asarray(labels, dtype=object), confidence=level)
-    return {g: (float(hi) if math.isfinite(hi) else None) for g, hi in zip(labels, ends[:, 1], strict=True)}
+    """Each group's split conformal halfwidth at ``level`` (Mondrian: from the group's residuals only)."""
+    by: dict[str, list[float]] = defaultdict(list)
+    for r, g in zip(residuals, groups, strict=True):
+        by[g].append(r)
+    return {g: conformal_quantile(rs, level) for g, rs in sorted(by.items())}
 
 
 def _fit_map(method: Method, items: Sequence[LabelledScore], values: Sequence[int]) -> CriterionCalibration:
@@ -184,42 +209,163 @@ def _fit_map(method: Method, items: Sequence[LabelledScore], values: Sequence[in
     if method == "isotonic":
         x, y = fit_isotonic([s.raw for s in items], [s.human for s in items], scale)
         return CriterionCalibration(n_fit=len(items), n_conformal=0, x=x, y=y, halfwidth=None)
-    t = fit_temperature([s.distribution for s in items], [s.ratings for s in items], values)
-    return CriterionCalibration(n_fit=len(items), n_conformal=0, temperature=t, halfwidth=None)
+    if method == "temperature":
+        t = fit_temperature([s.distribution for s in items], [s.ratings for s in items], values)
+        return CriterionCalibration(n_fit=len(items), n_conformal=0, temperature=t, halfwidth=None)
+    return CriterionCalibration(n_fit=len(items), n_conformal=0, halfwidth=None)
 
 
-def _calibrated(cc: CriterionCalibration, s: LabelledScore, values: Sequence[int]) -> float:
-    if cc.x is not None and cc.y is not None:
-        return interpolate(s.raw, cc.x, cc.y)
-    assert cc.temperature is not None
-    return float(np.dot(temper(s.distribution, cc.temperature), values))
+def _views(
+    cc: CriterionCalibration, items: Sequence[LabelledScore], values: Sequence[int]
+) -> tuple[list[float], list[list[float]]]:
+    """The calibrated scores and distributions of ``items`` under ``cc``."""
+    out = [cc.view(s.raw, s.distribution, values) for s in items]
+    return [o[0] for o in out], [o[1] for o in out]
 
 
-def _errors(pred: Sequence[float], human: Sequence[float]) -> dict[str, float | None]:
-    from judge.eval.stats import error_summary
+def refusal(cc: CriterionCalibration, items: Sequence[LabelledScore], values: Sequence[int]) -> str | None:
+    """Why a map fitted on ``items`` is refused (None: it is not): a temperature at the end of its search
+    range, or calibrated scores flattened (see the module doc)."""
+    if cc.temperature is not None:
+        lt = math.log(cc.temperature)
+        if min(abs(lt - LOG_T_BOUNDS[0]), abs(lt - LOG_T_BOUNDS[1])) < 1e-3:
+            return (
+                f"the temperature fit hit the end of its search range (T = {cc.temperature:.3f}, "
+                f"e^{lt:+.0f}): the read-out carries no usable signal for it on these labels"
+            )
+    raw_sd = float(np.std([s.raw for s in items]))
+    if raw_sd > 1e-9 and cc.method != "none":
+        sd = float(np.std(_views(cc, items, values)[0]))
+        if sd < COLLAPSE * raw_sd:
+            return (
+                f"it flattens the scores: the calibrated scores' spread is {sd / raw_sd:.0%} of the raw ones' "
+                f"(standard deviation {sd:.3f} against {raw_sd:.3f}; refused below {COLLAPSE:.0%})"
+            )
+    return None
 
-    return error_summary(pred, human)
+
+def _folds(items: Sequence[LabelledScore], k: int, seed: int, key: str) -> list[list[LabelledScore]]:
+    qs = sorted({s.question_id for s in items})
+    order = seeded_rng(seed, "calibration-folds", key).permutation(len(qs))
+    fold_of = {qs[j]: i % k for i, j in enumerate(order)}
+    out: list[list[LabelledScore]] = [[] for _ in range(k)]
+    for s in items:
+        out[fold_of[s.question_id]].append(s)
+    return out
+
+
+def _nll(items: Sequence[LabelledScore], dists: Sequence[Sequence[float]], values: Sequence[int]) -> float:
+    return rating_nll(np.asarray(dists, dtype=float), [s.ratings for s in items], values, 1.0)
+
+
+def cross_validate(
+    items: Sequence[LabelledScore], values: Sequence[int], folds: int, seed: int, key: str
+) -> dict[str, Any] | None:
+    """Each map's held-out NLL by ``folds``-fold cross-validation over the questions of ``items`` (each
+    item's ratings scored once, by the maps fitted without its fold), the read-out's on the same folds,
+    and each fold's temperature and NLL change; None with fewer than 2 questions."""
+    k = min(folds, len({s.question_id for s in items}))
+    if k < 2:
+        return None
+    parts = _folds(items, k, seed, key)
+    nll: dict[str, list[float]] = defaultdict(list)  # per fold, rating-weighted below
+    weight = []
+    temps = []
+    for i, test in enumerate(parts):
+        train = [s for j, p in enumerate(parts) if j != i for s in p]
+        weight.append(sum(len(s.ratings) for s in test))
+        nll["none"].append(_nll(test, [s.distribution for s in test], values))
+        for m in METHODS:
+            cc = _fit_map(m, train, values)
+            if cc.temperature is not None:
+                temps.append(cc.temperature)
+            nll[m].append(_nll(test, _views(cc, test, values)[1], values))
+    w = np.asarray(weight, dtype=float)
+    return {
+        "folds": k,
+        "nll": {m: float(np.dot(w, v) / w.sum()) for m, v in nll.items()},
+        "fold_nll_change": {m: [b - a for a, b in zip(nll["none"], nll[m], strict=True)] for m in METHODS},
+        "fold_temperatures": temps,
+    }
+
+
+def _choose(
+    method: MethodChoice,
+    key: str,
+    items: Sequence[LabelledScore],
+    values: Sequence[int],
+    folds: int,
+    seed: int,
+) -> tuple[CriterionCalibration, dict[str, Any], dict[Method, CriterionCalibration]]:
+    """The map of one key (a criterion, or ``*``), what the choice saw, and both maps' full fits."""
+    fits: dict[Method, CriterionCalibration] = {m: _fit_map(m, items, values) for m in METHODS}
+    refused = {m: why for m in METHODS if (why := refusal(fits[m], items, values)) is not None}
+    cv = cross_validate(items, values, folds, seed, key)
+    info: dict[str, Any] = {"n_fit": len(items), "refused": refused, **(cv or {"folds": 0})}
+    where = "the pooled map" if key == POOLED else f"criterion {key!r}"
+    if method in METHODS:
+        if method in refused:
+            raise JudgeError(
+                f"{method} calibration of {where} refused: {refused[method]}. Use `method` auto (it chooses per "
+                "criterion by held-out NLL, or keeps the read-out) or fit on more labels"
+            )
+        info.update(method=method, reason="asked for")
+        return fits[method], info, fits
+    if method == "none":
+        info.update(method="none", reason="asked for")
+        return _fit_map("none", items, values), info, fits
+    if cv is None:
+        info.update(method="none", reason="too few questions to cross-validate a map: the read-out is kept")
+        return _fit_map("none", items, values), info, fits
+    nll = cv["nll"]
+    # A map helps when it lowers the held-out NLL by more than the standard error of its fold-by-fold
+    # changes: on a few labels a lower NLL by chance would otherwise pick a map that does not carry over.
+    se = {m: float(np.std(cv["fold_nll_change"][m], ddof=1) / math.sqrt(cv["folds"])) for m in METHODS}
+    info["nll_change_se"] = se
+    better = [m for m in METHODS if m not in refused and nll[m] < nll["none"] - se[m]]
+    if not better:
+        why = "; ".join(f"{m} refused: {r}" for m, r in refused.items())
+        info.update(
+            method="none",
+            reason="neither map lowers the held-out NLL of the read-out by more than its standard error across "
+            "folds" + (f" ({why})" if why else ""),
+        )
+        return _fit_map("none", items, values), info, fits
+    best = min(better, key=lambda m: nll[m])
+    info.update(method=best, reason=f"lowest held-out NLL ({nll[best]:.4f}; read-out {nll['none']:.4f})")
+    return fits[best], info, fits
+
+
+def _metrics(
+    items: Sequence[LabelledScore], views: tuple[list[float], list[list[float]]], values: Sequence[int]
+) -> dict[str, float]:
+    return distribution_metrics(  # type: ignore[return-value]
+        views[1], views[0], [s.ratings for s in items], [s.human for s in items], values
+    )
 
 
 def fit_calibration(
     scores: Sequence[LabelledScore],
     values: Sequence[int],
     *,
-    method: Method = "temperature",
+    method: MethodChoice = "auto",
     level: float = 0.9,
     conformal_fraction: float = 0.5,
     min_items: int = 30,
+    min_conformal: int = 20,
+    folds: int = FOLDS,
     seed: int = 0,
     human_files: Sequence[dict[str, str]] = (),
     scores_file: str | None = None,
 ) -> Calibration:
     """Fit the calibration of ``scores`` (see the module doc); ``values`` is the rubric's scale."""
-    if method not in METHODS:
-        raise JudgeError(f"calibration method {method!r} is not one of {', '.join(METHODS)}")
+    if method not in CHOICES:
+        raise JudgeError(f"calibration method {method!r} is not one of {', '.join(CHOICES)}")
     if not 0 < level < 1:
         raise JudgeError(f"`level` {level} must lie between 0 and 1 (0.9: 90% intervals)")
     if not 0 < conformal_fraction < 1:
         raise JudgeError(f"`conformal_fraction` {conformal_fraction} must lie between 0 and 1")
+    min_conformal = min(min_conformal, min_items)  # a criterion with its own map has its own interval too
     held = split_questions([s.question_id for s in scores], conformal_fraction, seed)
     fit = [s for s in scores if s.question_id not in held]
     conf = [s for s in scores if s.question_id in held]
@@ -230,48 +376,62 @@ def fit_calibration(
     for s in conf:
         conf_by[s.criterion].append(s)
     own = sorted(c for c in fit_by if len(fit_by[c]) >= min_items and len(conf_by.get(c, [])) >= min_items)
+    chosen: dict[str, CriterionCalibration] = {}
+    choice: dict[str, dict[str, Any]] = {}
+    fits: dict[str, dict[Method, CriterionCalibration]] = {}
+    for key, items in [*((c, fit_by[c]) for c in own), (POOLED, fit)]:
+        chosen[key], choice[key], fits[key] = _choose(method, key, items, values, folds, seed)
 
-    def key(s: LabelledScore) -> str:
+    def map_key(s: LabelledScore) -> str:
         return s.criterion if s.criterion in own else POOLED
 
-    maps = {
-        m: {c: _fit_map(m, fit_by[c], values) for c in own} | {POOLED: _fit_map(m, fit, values)}
-        for m in METHODS
-    }
-    human = [s.human for s in conf]
-    comparison: dict[str, object] = {
-        "part": "conformal (held out from both fits)",
+    # Mondrian conformal groups: a criterion with enough held-out items has its own; the others share the
+    # pooled group (each item's residual under the map it takes).
+    enough = max(min_conformal, needed_for(level))
+    groups = sorted(c for c in conf_by if len(conf_by[c]) >= enough)
+    pooled_items = [s for s in conf if s.criterion not in groups] or conf
+    half: dict[str, float | None] = {}
+    for g, items in [*((c, conf_by[c]) for c in groups), (POOLED, pooled_items)]:
+        half[g] = conformal_quantile(
+            [s.human - chosen[map_key(s)].view(s.raw, s.distribution, values)[0] for s in items], level
+        )
+    n_conf = {g: len(conf_by[g]) for g in groups} | {POOLED: len(pooled_items)}
+    criteria = {}
+    for c in sorted(set(own) | set(groups)):
+        g = c if c in groups else POOLED
+        cc = chosen[c] if c in own else chosen[POOLED].model_copy(update={"map_from": POOLED})
+        criteria[c] = cc.model_copy(update={"n_conformal": n_conf[g], "halfwidth": half[g]})
+    pooled = chosen[POOLED].model_copy(update={"n_conformal": n_conf[POOLED], "halfwidth": half[POOLED]})
+    comparison: dict[str, Any] = {
+        "part": "conformal (held out from the fits and the choice)",
         "n_items": len(conf),
-        "raw": _errors([s.raw for s in conf], human),
+        "raw": _metrics(conf, ([s.raw for s in conf], [list(s.distribution) for s in conf]), values),
     }
     for m in METHODS:
-        comparison[m] = _errors([_calibrated(maps[m][key(s)], s, values) for s in conf], human)
-    chosen = maps[method]
-    mine = [s for s in conf if s.criterion in own]
-    half = (
-        conformal_halfwidths([s.human - _calibrated(chosen[s.criterion], s, values) for s in mine],
-                             [s.criterion for s in mine], level)
-        if mine else {}
-    )  # fmt: skip
-    # The pooled map's residuals on the criteria that take it; when every criterion has its own, on all
-    # (then only a criterion absent from the labelled data takes the pooled map).
-    pooled = [s for s in conf if s.criterion not in own] or conf
-    res = [s.human - _calibrated(chosen[POOLED], s, values) for s in pooled]
-    half[POOLED] = conformal_halfwidths(res, [POOLED] * len(res), level)[POOLED]
-    n_conf = {c: len(conf_by[c]) for c in own} | {POOLED: len(pooled)}
-    done = {
-        k: cc.model_copy(update={"n_conformal": n_conf[k], "halfwidth": half[k]}) for k, cc in chosen.items()
+        views = [fits[map_key(s)][m].view(s.raw, s.distribution, values) for s in conf]
+        comparison[m] = _metrics(conf, ([v[0] for v in views], [v[1] for v in views]), values)
+    final = [chosen[map_key(s)].view(s.raw, s.distribution, values) for s in conf]
+    comparison["calibrated"] = _metrics(conf, ([v[0] for v in final], [v[1] for v in final]), values)
+    comparison["choice"] = choice
+    comparison["conformal"] = {
+        g: {
+            "n": n_conf[g],
+            "halfwidth": half[g],
+            # Split conformal's coverage of a new exchangeable item: at least level, below level + 1/(n + 1).
+            "coverage_bounds": None if half[g] is None else [level, min(1.0, level + 1.0 / (n_conf[g] + 1))],
+        }
+        for g in [*groups, POOLED]
     }
-    items = sorted((s.id, s.criterion, list(s.ratings), s.raw) for s in scores)
+    fitted = sorted((s.id, s.criterion, list(s.ratings), s.raw) for s in scores)
     return Calibration(
         method=method,
         level=level,
         scale=list(values),
         min_items=min_items,
-        criteria={c: done[c] for c in own},
-        pooled=done[POOLED],
+        criteria=criteria,
+        pooled=pooled,
         data=CalibrationData(
-            fingerprint=content_fingerprint(items),
+            fingerprint=content_fingerprint(fitted),
             human_files=list(human_files),
             scores_file=scores_file,
             n_items=len(scores),
@@ -285,41 +445,28 @@ def fit_calibration(
     )
 
 
+def conformal_part(cal: Calibration, scores: Sequence[LabelledScore]) -> list[LabelledScore]:
+    """The items of ``scores`` in the calibration's conformal part (its seed and fraction, the same questions)."""
+    held = split_questions([s.question_id for s in scores], cal.data.conformal_fraction, cal.data.seed)
+    return [s for s in scores if s.question_id in held]
+
+
 __all__ = [
+    "CHOICES",
+    "COLLAPSE",
+    "LOG_T_BOUNDS",
     "METHODS",
     "LabelledScore",
     "conformal_halfwidths",
+    "conformal_part",
+    "conformal_quantile",
+    "cross_validate",
     "fit_calibration",
     "fit_isotonic",
     "fit_temperature",
-    "format_calibration",
     "labelled_scores",
+    "needed_for",
     "rating_nll",
+    "refusal",
     "split_questions",
 ]
-
-
-def format_calibration(cal: Calibration) -> str:
-    """What ``judge-calibrate`` prints: the held-out comparison of the methods, then each criterion's
-    calibration and interval halfwidth."""
-    from judge.core.tables import text_table
-
-    def num(v: float | None) -> str:
-        return "-" if v is None else f"{v:.3f}"
-
-    cmp = cal.comparison
-    rows = [[name, num(cmp[name]["mae"]), num(cmp[name]["mse"])] for name in ("raw", *METHODS) if name in cmp]
-    lines = [
-        f"Held-out comparison ({cmp.get('n_items')} items of the conformal part, which neither fit saw):",
-        text_table(["scores", "MAE", "MSE"], rows),
-        "",
-        f"Stored: {cal.method}; {cal.level:.0%} intervals (split conformal, crepes), per criterion with at "
-        f"least {cal.min_items} items in each part, else pooled ({POOLED}):",
-    ]
-    body = []
-    for key, cc in [*cal.criteria.items(), (POOLED, cal.pooled)]:
-        fitted = f"T = {cc.temperature:.3f}" if cc.temperature is not None else f"{len(cc.x or [])} knots"
-        half = "whole scale" if cc.halfwidth is None else f"±{cc.halfwidth:.3f}"
-        body.append([key, str(cc.n_fit), str(cc.n_conformal), fitted, half])
-    lines.append(text_table(["criterion", "fit items", "conformal items", "map", "interval"], body))
-    return "\n".join(lines)

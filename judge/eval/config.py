@@ -18,6 +18,7 @@ from pydantic import Field, field_validator, model_validator
 
 from judge.core.errors import ConfigError
 from judge.core.settings import PathText, Settings
+from judge.eval.ppi import MIN_LABELS
 
 _SCORER_NAME = re.compile(r"[A-Za-z0-9_.:+-]+")
 
@@ -109,14 +110,21 @@ class ReportConfig(Settings):
         0.2,
         gt=0,
         lt=1,
-        description="the prediction-powered inference check: the share of the human-labelled responses "
-        "treated as labelled in each random draw (default 0.2)",
+        description="the prediction-powered inference check: the share of the questions treated as labelled "
+        "(every response to each) in each random draw (default 0.2)",
         json_schema_extra={"metavar": "F"},
     )
     ppi_draws: int = Field(
-        200,
+        2000,
         ge=0,
-        description="random label draws of the prediction-powered inference check (default 200; 0: no check)",
+        description="random draws of the prediction-powered inference check (default 2000; 0: no check)",
+        json_schema_extra={"metavar": "N"},
+    )
+    min_labels: int = Field(
+        MIN_LABELS,
+        ge=2,
+        description=f"labelled questions a human-only or prediction-powered estimate of the check needs, as "
+        f"judge-score's `min_labels` (default {MIN_LABELS})",
         json_schema_extra={"metavar": "N"},
     )
 
@@ -168,11 +176,13 @@ class CalibrateConfig(Settings):
         "scored here, uncalibrated, into `out`)",
         json_schema_extra={"metavar": "FILE"},
     )
-    method: Literal["temperature", "isotonic"] = Field(
-        "temperature",
-        description="temperature (default: one temperature of the scale distribution per criterion) or "
-        "isotonic (a monotone map of the expected score, scikit-learn: it also removes a shift, but needs "
-        "more labels); both are fitted and compared on held-out items",
+    method: Literal["auto", "temperature", "isotonic", "none"] = Field(
+        "auto",
+        description="auto (default: per criterion, the map with the lowest cross-validated NLL of the "
+        "annotators' ratings, or none when neither beats the read-out), temperature (one temperature of the "
+        "scale distribution), isotonic (a monotone map of the expected score: it also removes a shift, but "
+        "needs more labels) or none (the read-out, with intervals); a map that hits its bounds or flattens "
+        "the scores is refused",
     )
     level: float = Field(0.9, gt=0, lt=1, description="coverage level of the intervals (default 0.9)")
     conformal_fraction: float = Field(
@@ -188,7 +198,46 @@ class CalibrateConfig(Settings):
         description="a criterion with fewer labelled items than this in either part takes the pooled "
         "calibration (default 30)",
     )
-    seed: int = Field(0, ge=0, description="seed of the split into fit and conformal parts (default 0)")
+    min_conformal: int = Field(
+        20,
+        ge=2,
+        description="a criterion with at least this many held-out items (and enough for the level) gets its "
+        "own conformal interval (Mondrian), else the pooled one (default 20; at most `min_items`)",
+    )
+    seed: int = Field(
+        0, ge=0, description="seed of the split into fit and conformal parts and of the folds (default 0)"
+    )
+    selective: bool = Field(
+        False,
+        description="also fit selective evaluation (Trust or Escalate): the confidence thresholds above which "
+        "the judge's scores agree with humans at least `agreement` of the time with probability 1 - `delta`; "
+        "written beside the calibration (selective.json) and named in the card: scores are then marked "
+        "trusted or escalated",
+    )
+    agreement: float = Field(
+        0.9,
+        gt=0,
+        lt=1,
+        description="selective evaluation: the agreement with humans guaranteed on trusted scores (default 0.9)",
+    )
+    delta: float = Field(
+        0.1,
+        gt=0,
+        lt=1,
+        description="selective evaluation: the chance the guarantee may fail, over the labels it is fitted on "
+        "(default 0.1)",
+    )
+    tolerance: float = Field(
+        1.0,
+        ge=0,
+        description="selective evaluation: a score agrees with the humans when within this of their mean "
+        "score (default 1.0)",
+    )
+    confidence: Literal["mass", "spread"] = Field(
+        "mass",
+        description="selective evaluation's confidence of a score: mass (default: the probability the "
+        "calibrated distribution puts within `tolerance` of its mean) or spread (minus its standard deviation)",
+    )
     out: PathText | None = Field(
         None,
         description="folder for the judge's raw scores of the human files, scores.jsonl (default: JUDGE/calibration)",

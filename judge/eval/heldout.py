@@ -1,4 +1,4 @@
-"""What ``judge-report`` checks of calibrated scores and of prediction-powered means, on held-out labels.
+"""What ``judge-report`` checks of calibrated scores and of selective evaluation, on held-out labels.
 
 **Calibration** (:func:`calibration_checks`): for each scorer whose records are calibrated (they carry
 ``raw_score`` and ``interval``, and ``producer.calibration`` names the calibration), on its human items
@@ -9,16 +9,17 @@ coverage of the intervals (the share of items whose human score lies within ``[l
 width, each with the cluster bootstrap's 95% interval (questions resampled, as everywhere in the report);
 per criterion the same without intervals.
 
-**Prediction-powered inference** (:func:`ppi_checks`): for each scorer on the rubric scale, on the
-``overall`` items it scored, a simulation of labelling a share of the responses. Each draw labels
-``round(fraction x responses)`` responses at random (all models' together); per responding model the
-prediction-powered mean (:func:`judge.eval.ppi.ppi_mean`: the scorer's scores, corrected by its error on
-the labelled responses) and the human-only mean of the same labels (:func:`judge.eval.ppi.classical_mean`),
-each with its 95% interval. Over the draws: the share of intervals that contain the model's all-human mean
-(the mean human score of all its responses here), and the mean widths. Those intervals are made for the
-mean over the population the responses were drawn from; the all-human mean of these responses is a
-finite-sample stand-in, whose own sampling error the labelled share partly shares, so the coverage of it
-may exceed the level when the share is large.
+With the read-out's and the calibrated distributions in the records (``raw_distribution``,
+``distribution``), also the NLL of the annotators' ratings, the Brier score and both expected calibration
+errors (:mod:`judge.eval.calibration_metrics`) before and after calibration, with the same intervals; per
+criterion, the coverage with its interval (each criterion its own: the calibration promises its level per
+criterion where it had enough labels for a criterion's own interval).
+
+**Selective evaluation** (:func:`selective_checks`): for each scorer whose records carry the ``trusted``
+mark, on the same held-out items, the share of trusted scores and the agreement with humans on them and
+on all scores (no abstention), pointwise and, with the thresholds file at hand, pairwise.
+
+The prediction-powered inference check is :mod:`judge.eval.ppi_check`'s.
 """
 
 from __future__ import annotations
@@ -30,17 +31,16 @@ from pathlib import Path
 import numpy as np
 
 from judge.core.errors import JudgeError
-from judge.core.rubric import OVERALL
 from judge.eval.bootstrap import ClusterBootstrap, interval_summary, seeded_rng, weighted_mae, weighted_mse
+from judge.eval.calibration_metrics import distribution_metrics
 from judge.eval.matching import Match, Scorer
-from judge.eval.ppi import classical_mean, ppi_mean
 from judge.eval.report_data import (
     CalibrationCheck,
     CriterionCoverage,
     Interval,
-    PPICheck,
-    PPIDraw,
-    PPIModel,
+    SelectiveCheck,
+    SelectiveCriterion,
+    SelectivePairs,
 )
 from judge.models.calibration import CALIBRATION_FILE, read_calibration
 
@@ -97,8 +97,31 @@ def _error_interval(fn, pred: np.ndarray, human: np.ndarray, plan: ClusterBootst
     return Interval.model_validate(interval_summary(point, fn(pred, human, plan.weights(clusters))))
 
 
+def _distribution_intervals(
+    held: Sequence[Match], values: Sequence[int], plan: ClusterBootstrap, clusters: Sequence[str]
+) -> dict[str, Interval]:
+    """NLL, Brier and both expected calibration errors of the raw read-out (``_before``) and the calibrated
+    view (``_after``), with the bootstrap's intervals; empty when a record lacks either distribution."""
+    recs = [m.record for m in held]
+    if any(r.distribution is None or r.raw_distribution is None for r in recs):
+        return {}
+    ratings = [[s for _, s in m.item.ratings] for m in held]
+    human = [m.item.value for m in held]
+    w = plan.weights(clusters)
+    out = {}
+    for suffix, dists, expected in (
+        ("before", [r.raw_distribution for r in recs], [r.raw_score for r in recs]),
+        ("after", [r.distribution for r in recs], [r.score for r in recs]),
+    ):
+        point = distribution_metrics(dists, expected, ratings, human, values)  # type: ignore[arg-type]
+        reps = distribution_metrics(dists, expected, ratings, human, values, weights=w)  # type: ignore[arg-type]
+        for k in ("nll", "brier", "ece_top", "ece_score"):
+            out[f"{k}_{suffix}"] = Interval.model_validate(interval_summary(point[k], reps[k]))  # type: ignore[arg-type]
+    return out
+
+
 def calibration_checks(
-    scorers: Sequence[Scorer], n_boot: int, seed: int
+    scorers: Sequence[Scorer], n_boot: int, seed: int, values: Sequence[int] | None = None
 ) -> tuple[list[CalibrationCheck], list[str]]:
     """One :class:`CalibrationCheck` per calibrated scorer (see the module doc), and warnings."""
     out, warnings = [], []
@@ -131,6 +154,7 @@ def calibration_checks(
             by_crit[m.item.criterion].append(i)
         for crit, idx in by_crit.items():
             ix = np.asarray(idx)
+            sub = [clusters[i] for i in idx]
             per_crit.append(
                 CriterionCoverage(
                     criterion=crit,
@@ -139,6 +163,7 @@ def calibration_checks(
                     mean_width=float((hi - lo)[ix].mean()),
                     mae_before=float(np.abs(raw[ix] - human[ix]).mean()),
                     mae_after=float(np.abs(after[ix] - human[ix]).mean()),
+                    coverage_ci=_weighted_interval(covered[ix], plan, sub).ci,
                 )
             )
         out.append(
@@ -158,93 +183,148 @@ def calibration_checks(
                 coverage=_weighted_interval(covered, plan, clusters),
                 mean_width=_weighted_interval(hi - lo, plan, clusters),
                 per_criterion=per_crit,
+                **(_distribution_intervals(held, values, plan, clusters) if values is not None else {}),
             )
         )
     return out, warnings
 
 
-def ppi_checks(
-    scorers: Sequence[Scorer], fraction: float, draws: int, seed: int, level: float = 0.95
-) -> list[PPICheck]:
-    """One :class:`PPICheck` per scorer on the rubric scale with scored ``overall`` items (module doc)."""
-    out = []
+def _ratio_interval(
+    num: np.ndarray, den: np.ndarray, plan: ClusterBootstrap, clusters: Sequence[str]
+) -> Interval:
+    """``sum(num) / sum(den)`` with its bootstrap interval (None where nothing is in the denominator)."""
+    w = plan.weights(clusters)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        reps = (w @ num) / (w @ den)
+    point = float(num.sum() / den.sum()) if den.sum() > 0 else None
+    return Interval.model_validate(interval_summary(point, reps))
+
+
+def selective_checks(
+    scorers: Sequence[Scorer], n_boot: int, seed: int, values: Sequence[int]
+) -> tuple[list[SelectiveCheck], list[str]]:
+    """Each scorer whose records carry the ``trusted`` mark, on its held-out items (as the calibration
+    section's: not those the calibration, and so the thresholds, were fitted on): the share of scores
+    trusted, the agreement with humans on them (the calibrated score within the thresholds' tolerance of the
+    human mean score) and on every score, each with the bootstrap's 95% interval (questions resampled); per
+    criterion the same without intervals; pairwise, when the judge folder's ``selective.json`` is readable,
+    the same for the pairs of held-out responses to one question that the annotators order."""
+    out, warnings = [], []
     for sc in scorers:
-        if not sc.on_scale or draws < 1:
+        marked = [m for m in sc.scored if m.record.trusted is not None]
+        if not marked:
             continue
-        items = [m for m in sc.scored if m.item.criterion == OVERALL and m.score is not None]
-        if len(items) < 4:
+        held, n_excluded, warning, how = held_out_matches(sc)
+        held = [m for m in held if m.record.trusted is not None]
+        if len(held) < 2:
+            warnings.append(f"{sc.name}: fewer than 2 held-out marked items: no selective-evaluation section")
             continue
-        score = np.asarray([m.score for m in items], dtype=float)
-        human = np.asarray([m.item.value for m in items], dtype=float)
-        models = sorted({m.item.model for m in items})
-        of_model = {
-            mod: np.asarray([i for i, m in enumerate(items) if m.item.model == mod]) for mod in models
-        }
-        truth = {mod: float(human[ix].mean()) for mod, ix in of_model.items()}
-        k = max(2, round(fraction * len(items)))
-        stats: dict[str, dict[str, list]] = {mod: defaultdict(list) for mod in models}
-        first: dict[str, PPIDraw] = {}
-        for d in range(draws):
-            rng = seeded_rng(seed, "ppi", sc.name, str(d))
-            labelled = np.zeros(len(items), dtype=bool)
-            labelled[rng.choice(len(items), size=k, replace=False)] = True
-            for mod, ix in of_model.items():
-                lab, unl = ix[labelled[ix]], ix[~labelled[ix]]
-                est = ppi_mean(human[lab], score[lab], score[unl], level=level)
-                hum = classical_mean(human[lab], level=level)
-                if d == 0:
-                    first[mod] = PPIDraw(
-                        n_labelled=len(lab),
-                        ppi_mean=est.mean,
-                        ppi_ci=est.ci,
-                        human_mean=hum.mean,
-                        human_ci=hum.ci,
-                    )
-                for name, e in (("ppi", est), ("human", hum)):
-                    if e.ci is not None:
-                        stats[mod][f"{name}_cover"].append(e.ci[0] <= truth[mod] <= e.ci[1])
-                        stats[mod][f"{name}_width"].append(e.ci[1] - e.ci[0])
-        rows = []
-        for mod in models:
-            st = stats[mod]
-            rows.append(
-                PPIModel(
-                    model=mod,
-                    n=len(of_model[mod]),
-                    all_human_mean=truth[mod],
-                    first_draw=first[mod],
-                    n_draws=len(st["ppi_cover"]),
-                    ppi_coverage=_share(st["ppi_cover"]),
-                    human_coverage=_share(st["human_cover"]),
-                    ppi_mean_width=_share(st["ppi_width"]),
-                    human_mean_width=_share(st["human_width"]),
-                )
+        prod = held[0].record.producer.get("selective") or {}
+        tolerance = float(prod.get("tolerance", 1.0))
+        trusted = np.asarray([bool(m.record.trusted) for m in held], dtype=float)
+        agree = np.asarray(
+            [abs(float(m.score or 0.0) - m.item.value) <= tolerance + 1e-9 for m in held], dtype=float
+        )
+        clusters = [m.item.question_id for m in held]
+        plan = ClusterBootstrap(clusters, n_boot, seeded_rng(seed, "selective", sc.name))
+        ones = np.ones_like(trusted)
+        by_crit: dict[str, list[int]] = defaultdict(list)
+        for i, m in enumerate(held):
+            by_crit[m.item.criterion].append(i)
+        per_crit = [
+            SelectiveCriterion(
+                criterion=c,
+                n=len(ix),
+                n_trusted=int(trusted[ix].sum()),
+                agreement_trusted=float(agree[ix][trusted[ix] > 0].mean()) if trusted[ix].sum() else None,
+                agreement_all=float(agree[ix].mean()),
             )
-        every = [c for mod in models for c in stats[mod]["ppi_cover"]]
-        every_h = [c for mod in models for c in stats[mod]["human_cover"]]
+            for c, ix in ((c, np.asarray(ix)) for c, ix in by_crit.items())
+        ]
         out.append(
-            PPICheck(
+            SelectiveCheck(
                 scorer=sc.name,
-                criterion=OVERALL,
-                fraction=fraction,
-                n_labelled=k,
-                n_items=len(items),
-                draws=draws,
-                seed=seed,
-                level=level,
-                models=rows,
-                n_intervals=len(every),
-                ppi_coverage=_share(every),
-                human_coverage=_share(every_h),
-                ppi_mean_width=_share([w for mod in models for w in stats[mod]["ppi_width"]]),
-                human_mean_width=_share([w for mod in models for w in stats[mod]["human_width"]]),
+                agreement=prod.get("agreement"),
+                delta=prod.get("delta"),
+                tolerance=tolerance,
+                confidence=prod.get("confidence"),
+                fingerprint=prod.get("fingerprint"),
+                held_out=how,
+                n=len(held),
+                n_questions=plan.n_clusters,
+                n_trusted=int(trusted.sum()),
+                share_trusted=_ratio_interval(trusted, ones, plan, clusters),
+                agreement_trusted=_ratio_interval(agree * trusted, trusted, plan, clusters),
+                agreement_all=_ratio_interval(agree, ones, plan, clusters),
+                per_criterion=per_crit,
+                pairwise=_pairwise_check(sc, held, values, plan),
             )
         )
-    return out
+    return out, warnings
 
 
-def _share(values: Sequence) -> float | None:
-    return float(np.mean(values)) if len(values) else None
+def _pairwise_check(
+    sc: Scorer, held: Sequence[Match], values: Sequence[int], plan: ClusterBootstrap
+) -> SelectivePairs | None:
+    """Pairwise selective evaluation on the held-out pairs, by the thresholds in the judge folder (None when
+    they cannot be read or hold no pairwise thresholds)."""
+    from itertools import combinations
+
+    from judge.eval.selective import human_preference
+    from judge.models.preference import preference
+    from judge.models.selective import SELECTIVE_FILE, read_selective
+
+    prod = held[0].record.producer
+    judge = prod.get("judge")
+    path = Path(str(judge)) / SELECTIVE_FILE if judge else None
+    if path is None or not path.is_file():
+        return None
+    try:
+        sel = read_selective(path)
+    except JudgeError:
+        return None
+    if not sel.pairwise or sel.fingerprint() != (prod.get("selective") or {}).get("fingerprint"):
+        return None
+    by: dict[tuple[str, str], list[Match]] = defaultdict(list)
+    for m in held:
+        by[(m.item.question_id, m.item.criterion)].append(m)
+    rows = []
+    for (q, crit), group in sorted(by.items()):
+        for a, b in combinations(sorted(group, key=lambda m: m.item.id), 2):
+            h = human_preference(_labelled(a), _labelled(b))
+            if h == 0:
+                continue
+            p = preference(a.record.distribution, b.record.distribution, values).p_first_better  # type: ignore[arg-type]
+            judge_pref = 0 if p == 0.5 else (1 if p > 0.5 else -1)
+            rows.append((q, bool(sel.trusted_pair(crit, p)), judge_pref == h))
+    if len(rows) < 2:
+        return None
+    clusters = [r[0] for r in rows]
+    trusted = np.asarray([r[1] for r in rows], dtype=float)
+    agree = np.asarray([r[2] for r in rows], dtype=float)
+    ones = np.ones_like(trusted)
+    return SelectivePairs(
+        n=len(rows),
+        share_trusted=_ratio_interval(trusted, ones, plan, clusters),
+        agreement_trusted=_ratio_interval(agree * trusted, trusted, plan, clusters),
+        agreement_all=_ratio_interval(agree, ones, plan, clusters),
+    )
 
 
-__all__ = ["calibrated_matches", "calibration_checks", "held_out_matches", "ppi_checks"]
+def _labelled(m: Match):
+    """A match as :class:`judge.eval.calibration.LabelledScore` (for the annotators' majority preference)."""
+    from judge.eval.calibration import LabelledScore
+
+    return LabelledScore(
+        m.item.id,
+        m.item.criterion,
+        m.item.question_id,
+        float(m.score),  # type: ignore[arg-type]
+        tuple(m.record.distribution or ()),
+        m.item.value,
+        tuple(s for _, s in m.item.ratings),
+        tuple(a for a, _ in m.item.ratings),
+    )
+
+
+__all__ = ["calibrated_matches", "calibration_checks", "held_out_matches", "selective_checks"]

@@ -6,6 +6,7 @@
   human ceiling beside them.
 * :func:`confusion_plot`: rounded human score against rounded scorer score, per rubric-scale scorer.
 * :func:`calibration_plot`: mean human score in bins of the scorer's score, per rubric-scale scorer.
+* :func:`reliability_diagram`: the top-label reliability diagram of scale distributions (raw, calibrated).
 """
 
 from __future__ import annotations
@@ -299,11 +300,43 @@ def calibration_plot(
     return _save(fig, path)
 
 
+def reliability_diagram(
+    path: str | Path,
+    series: dict[str, list[tuple[float, float, int]]],
+    title: str,
+    colours: dict[str, tuple] | None = None,
+) -> Path:
+    """The top-label reliability diagram: per series (raw, calibrated...), the mean share of ratings equal to
+    the distribution's argmax (accuracy) against the mean largest probability (confidence), in confidence
+    bins (:func:`judge.eval.calibration_metrics.reliability_points`); marker area grows with the bin's items.
+    On the diagonal = calibrated."""
+    plt = _plt()
+    colours = colours or scorer_colours(list(series))
+    fig, ax = plt.subplots(figsize=(5.6, 5.2))
+    ax.plot([0, 1], [0, 1], color="0.5", linestyle="--", linewidth=1, label="perfect calibration")
+    for name, points in series.items():
+        if not points:
+            continue
+        xs, ys, ns = zip(*points, strict=True)
+        ax.plot(xs, ys, color=colours[name], linewidth=1.2, label=name)
+        ax.scatter(xs, ys, s=[12 + 16 * np.sqrt(n) for n in ns], color=colours[name], zorder=3)
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    ax.set_xlabel("confidence: the distribution's largest probability (bin mean)")
+    ax.set_ylabel("accuracy: share of ratings equal to its argmax")
+    ax.set_title(title, fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left")
+    fig.tight_layout()
+    return _save(fig, path)
+
+
 __all__ = [
     "ScatterPanel",
     "calibration_plot",
     "confusion_plot",
     "criteria_plot",
+    "reliability_diagram",
     "scatter_plot",
     "scorer_colours",
 ]

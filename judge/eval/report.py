@@ -42,6 +42,7 @@ from judge.core.errors import JudgeError
 from judge.core.rubric import Rubric, load_rubric
 from judge.core.schema import AnnotationRecord
 from judge.eval.bias import bias_plot
+from judge.eval.calibration_metrics import reliability_points
 from judge.eval.config import ReportConfig, ScoreSpec
 from judge.eval.document import Doc
 from judge.eval.heldout import held_out_matches
@@ -60,7 +61,7 @@ from judge.eval.report_agreement import (
 )
 from judge.eval.report_bias import bias_section
 from judge.eval.report_build import SMALL_N, Slice, build_report, make_slices, slice_test
-from judge.eval.report_calibration import calibration_section, mmie_section, ppi_section
+from judge.eval.report_calibration import calibration_section, mmie_section, ppi_section, selective_section
 from judge.eval.report_data import ClipSettings, ReportData
 
 logger = logging.getLogger(__name__)
@@ -113,6 +114,7 @@ def run_report(cfg: ReportConfig) -> ReportResult:
         criteria=cfg.criteria,
         ppi_fraction=cfg.ppi_fraction,
         ppi_draws=cfg.ppi_draws,
+        min_labels=cfg.min_labels,
     )
     if cfg.clip_model:
         data.settings.clip = ClipSettings(model=cfg.clip_model, pairing=cfg.clip_pairing)
@@ -237,6 +239,7 @@ def build_document(data: ReportData, plots: dict[str, Path]) -> Doc:
     paired_section(d, data)
     mmie_section(d, data)
     calibration_section(d, data, plots)
+    selective_section(d, data)
     ppi_section(d, data)
     bias_section(d, data, plots)
     plots_section(d, data, plots)
@@ -320,6 +323,24 @@ def make_plots(
             scale,
             "held-out items, before and after calibration",
             P.scorer_colours(list(reliability)),
+        )
+    top: dict[str, list[tuple[float, float, int]]] = {}
+    for sc in scorers:
+        held = [m for m in held_out_matches(sc)[0] if m.record.raw_distribution and m.record.distribution]
+        if len(held) >= 2:
+            ratings = [[r for _, r in m.item.ratings] for m in held]
+            vals = list(range(scale[0], scale[1] + 1))
+            top[f"{sc.name} raw"] = reliability_points(
+                [m.record.raw_distribution or [] for m in held], ratings, vals
+            )
+            top[f"{sc.name} calibrated"] = reliability_points(
+                [m.record.distribution or [] for m in held], ratings, vals
+            )
+    if top:
+        files["reliability_top"] = P.reliability_diagram(
+            out / "reliability_top.png",
+            top,
+            "Top-label reliability on held-out items, before and after calibration",
         )
     if data.bias is not None and data.bias.scorers:
         bias_png = bias_plot(out / "bias.png", data.bias, colours)

@@ -27,6 +27,7 @@ from judge.eval.bootstrap import (
 )
 from judge.eval.ceiling import human_ceiling
 from judge.eval.matching import HumanItem, Scorer
+from judge.eval.ppi import MIN_LABELS
 from judge.eval.report_data import (
     Ceiling,
     Coverage,
@@ -61,14 +62,25 @@ DEFINITIONS = [
     "scipy.spatial.distance.cosine), MSE and MAE, with the same resamples' intervals; rubric-scale scorers only.",
     "Calibration (scorers whose records carry raw_score and interval, i.e. a judge calibrated with "
     "judge-calibrate): on the human items the calibration was not fitted on, all criteria pooled, MAE and MSE of "
-    "the raw and of the calibrated score, and the share of items whose human score lies within the interval "
+    "the raw and of the calibrated score, the NLL of the annotators' ratings under the raw and the calibrated "
+    "distribution, the Brier score, the top-label expected calibration error (ten confidence bins) and that of "
+    "the expected score (one-point bins), and the share of items whose human score lies within the interval "
     "(its coverage; the calibration states the level it aims at) with its mean width, each with the same kind "
-    "of interval (questions resampled).",
-    "Prediction-powered inference check (rubric-scale scorers, overall score): each of {draws} random draws labels "
-    "{fraction:.0%} of the responses; per responding model the PPI++ mean (the scorer's scores corrected by its "
-    "error on the labelled responses; ppi-python's estimator) and the human-only mean of the same labels, each "
-    "with a normal 95% interval; reported: the share of the intervals containing the model's mean human score "
-    "over all its responses here, and their mean width.",
+    "of interval (questions resampled); per criterion the coverage with its interval.",
+    "Selective evaluation (scorers whose records carry the trusted mark, judge-calibrate --selective): on the "
+    "same held-out items, the share of scores trusted and the agreement on them (the calibrated score within "
+    "the thresholds' tolerance of the human mean score) beside the agreement on every score; pairwise, the "
+    "pairs of responses to one question that the annotators' majority orders, the judge agreeing when its "
+    "preference from the calibrated distributions points the same way.",
+    "Prediction-powered inference check (rubric-scale scorers, overall score): each of {draws} random draws "
+    "resamples the questions with replacement (every response to a drawn question with it) and labels "
+    "{fraction:.0%} of them (every model's response to each), as judge-data sample --by question does; per "
+    "responding model the PPI++ mean (the scorer's scores corrected by its error on the labelled responses; "
+    "ppi-python's point estimate, Student's t interval with the jackknife's variance) and the human-only mean "
+    "of the same labels (Student's t), and per pair of models their win rates, each with a 95% interval on its "
+    "range and from at least the minimum of labels; reported: the share of the intervals containing the "
+    "truth of the resampled world (the model's mean human score over all its responses here; the pair's "
+    "win rate by the human scores), with its Monte Carlo standard error, and their mean width.",
     "Human ceiling: each annotator against the mean of the other annotators (leave one annotator out), "
     "averaged over annotators; Krippendorff's alpha (krippendorff package). Scorers are compared with the mean "
     "of all annotators, which is less noisy, so a scorer can exceed this ceiling.",
@@ -203,15 +215,19 @@ def build_report(
     human_files: Sequence[str] = (),
     criteria: Sequence[str] | None = None,
     ppi_fraction: float = 0.2,
-    ppi_draws: int = 200,
+    ppi_draws: int = 2000,
+    min_labels: int = MIN_LABELS,
 ) -> ReportData:
     """Everything numeric of a report, as ``report.json`` holds it (see the module docstring);
-    ``ppi_fraction`` and ``ppi_draws``: the prediction-powered inference check (:mod:`judge.eval.heldout`)."""
-    from judge.eval.heldout import calibration_checks, ppi_checks
+    ``ppi_fraction``, ``ppi_draws`` and ``min_labels``: the prediction-powered inference check
+    (:mod:`judge.eval.ppi_check`)."""
+    from judge.eval.heldout import calibration_checks, selective_checks
+    from judge.eval.ppi_check import ppi_checks
 
     slices, plans = _slice_reports(items, scorers, rubric, n_boot, seed)
     bias = build_bias(records, items, scorers, n_boot=n_boot, seed=seed, small_n=SMALL_N)
-    calibration, cal_warnings = calibration_checks(scorers, n_boot, seed)
+    calibration, cal_warnings = calibration_checks(scorers, n_boot, seed, rubric.scale.values)
+    selective, sel_warnings = selective_checks(scorers, n_boot, seed, rubric.scale.values)
     return ReportData(
         title=title,
         note=note,
@@ -231,8 +247,21 @@ def build_report(
         paired=_paired_comparisons(slices, scorers, plans),
         bias=bias,
         calibration=calibration,
-        ppi=ppi_checks(scorers, ppi_fraction, ppi_draws, seed),
-        warnings=[*_report_warnings(slices, scorers, n_boot), *bias_warnings(bias), *cal_warnings],
+        selective=selective,
+        ppi=ppi_checks(
+            scorers,
+            ppi_fraction,
+            ppi_draws,
+            seed,
+            scale=(rubric.scale.min, rubric.scale.max),
+            min_labels=min_labels,
+        ),
+        warnings=[
+            *_report_warnings(slices, scorers, n_boot),
+            *bias_warnings(bias),
+            *cal_warnings,
+            *sel_warnings,
+        ],
         definitions=[
             d.format(B=n_boot, seed=seed, draws=ppi_draws, fraction=ppi_fraction) for d in DEFINITIONS
         ],

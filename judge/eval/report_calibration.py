@@ -1,6 +1,6 @@
-"""The sections of ``report.md`` / ``report.html`` that set a judge beside MMIE's table, check its calibration
-and intervals on held-out items, and check prediction-powered means (:mod:`judge.eval.heldout` computes the
-last two); and what ``judge-report`` prints of them."""
+"""The sections of ``report.md`` / ``report.html`` that set a judge beside MMIE's table, check its calibration,
+intervals and selective evaluation on held-out items (:mod:`judge.eval.heldout`), and check prediction-powered
+means (:mod:`judge.eval.ppi_check`); and what ``judge-report`` prints of them."""
 
 from __future__ import annotations
 
@@ -8,7 +8,14 @@ from pathlib import Path
 
 from judge.core.tables import text_table
 from judge.eval.document import Doc, fmt, fmt_ci, pct
-from judge.eval.report_data import CalibrationCheck, Interval, PPICheck, ReportData, SliceReport
+from judge.eval.report_data import (
+    CalibrationCheck,
+    Interval,
+    PPICheck,
+    ReportData,
+    SelectiveCheck,
+    SliceReport,
+)
 
 #: MMIE-Score's agreement with humans as the MMIE paper reports it (on MMIE's own data, not this set).
 MMIE_SCORE = {"pearson": 0.113, "cosine": 0.873, "mse": 3.30, "mae": 1.44}
@@ -68,29 +75,27 @@ def _iv(x: Interval) -> str:
     return fmt_ci(x)
 
 
+def _pair(before: Interval | None, after: Interval | None) -> str:
+    return "–" if before is None or after is None else f"{fmt_ci(before)} → {fmt_ci(after)}"
+
+
 def calibration_section(d: Doc, data: ReportData, plots: dict[str, Path]) -> None:
-    """Each calibrated scorer on held-out items: errors before and after, coverage and width of the intervals."""
+    """Each calibrated scorer on held-out items: errors and distribution fit before and after, coverage and
+    width of the intervals, per criterion too."""
     if not data.calibration:
         return
     d.h(2, "Calibration and intervals (held-out items)")
     d.p(
-        "Scorers whose records are calibrated (judge-calibrate: `score` calibrated, `raw_score` the judge's own "
-        "expected score, `interval` a split conformal interval), on the human items the calibration was not "
-        "fitted on, all criteria pooled. Coverage: the share of items whose human score lies in the interval; "
-        "the calibration aims at its stated level. 95% intervals from the same question resamples as elsewhere."
+        "Scorers whose records are calibrated (judge-calibrate: `score`, `distribution` and `argmax` the calibrated "
+        "view, `raw_score`, `raw_distribution` and `raw_argmax` the judge's own read-out, `interval` a split "
+        "conformal interval), on the human items the calibration was not fitted on, all criteria pooled. "
+        "Coverage: the share of items whose human score lies in the interval; the calibration promises at least "
+        "its level per criterion where a criterion had its own interval, on average over the pooled criteria "
+        "otherwise. 95% intervals from the same question resamples as elsewhere."
     )
     d.table(
-        [
-            "scorer",
-            "calibration",
-            "n (questions)",
-            "MAE before",
-            "MAE after",
-            "MSE before",
-            "MSE after",
-            "coverage (level)",
-            "mean width",
-        ],  # fmt: skip
+        ["scorer", "calibration", "n (questions)", "MAE before", "MAE after", "MSE before", "MSE after",
+         "coverage (level)", "mean width"],
         [
             [
                 c.scorer,
@@ -105,19 +110,40 @@ def calibration_section(d: Doc, data: ReportData, plots: dict[str, Path]) -> Non
             ]
             for c in data.calibration
         ],
-    )
+    )  # fmt: skip
+    if any(c.nll_before is not None for c in data.calibration):
+        d.p(
+            "How the scale distributions fit the annotators' ratings, raw read-out → calibrated (lower is better): "
+            "negative log-likelihood of the ratings, Brier score, top-label expected calibration error (ten "
+            "confidence bins) and that of the expected score (one-point bins)."
+        )
+        d.table(
+            ["scorer", "NLL", "Brier", "ECE (top label)", "ECE (score)"],
+            [
+                [
+                    c.scorer,
+                    _pair(c.nll_before, c.nll_after),
+                    _pair(c.brier_before, c.brier_after),
+                    _pair(c.ece_top_before, c.ece_top_after),
+                    _pair(c.ece_score_before, c.ece_score_after),
+                ]
+                for c in data.calibration
+                if c.nll_before is not None
+            ],
+        )
     for c in data.calibration:
         d.h(3, f"{c.scorer}, per criterion")
         d.p(f"Held-out items: {c.held_out}" + (f" ({c.n_excluded} left out)." if c.n_excluded else "."))
         d.table(
-            ["criterion", "n", "MAE before", "MAE after", "coverage", "mean width"],
+            ["criterion", "n", "MAE before", "MAE after", "coverage [95% CI]", "mean width"],
             [
                 [
                     k.criterion,
                     str(k.n),
                     fmt(k.mae_before),
                     fmt(k.mae_after),
-                    pct(k.coverage),
+                    pct(k.coverage)
+                    + (f" [{pct(k.coverage_ci[0])}, {pct(k.coverage_ci[1])}]" if k.coverage_ci else ""),
                     fmt(k.mean_width, 2),
                 ]
                 for k in c.per_criterion
@@ -129,6 +155,59 @@ def calibration_section(d: Doc, data: ReportData, plots: dict[str, Path]) -> Non
             "Reliability before and after calibration: mean human score in one-point bins of the raw and of the "
             "calibrated score (held-out items, all criteria pooled)",
         )
+    if "reliability_top" in plots:
+        d.img(
+            plots["reliability_top"],
+            "Top-label reliability before and after calibration: the share of ratings equal to the distribution's "
+            "argmax against its largest probability, in ten confidence bins (held-out items)",
+        )
+
+
+def selective_section(d: Doc, data: ReportData) -> None:
+    """Selective evaluation on held-out items: what share is trusted, and the agreement on it."""
+    if not data.selective:
+        return
+    d.h(2, "Selective evaluation (held-out items)")
+    d.p(
+        "Scorers whose records carry the `trusted` mark (judge-calibrate --selective, after Jung et al., Trust or "
+        "Escalate, ICLR 2025): the judge keeps a score when its confidence reaches its criterion's threshold and "
+        "escalates it to a human otherwise. The thresholds were chosen by fixed-sequence testing so that the "
+        "agreement on trusted scores is at least the stated level with probability at least 1 - delta, on items "
+        "like those they were fitted on. Agreement: the calibrated score within the tolerance of the human mean "
+        "score. Here on the human items the calibration was not fitted on, with 95% intervals (questions "
+        "resampled), beside the agreement on every score (no abstention)."
+    )
+    d.table(
+        ["scorer", "promise", "n (questions)", "trusted", "agreement on trusted", "agreement on all"],
+        [
+            [
+                c.scorer,
+                f">= {pct(c.agreement)} with prob. >= {pct(1 - c.delta) if c.delta is not None else '–'} "
+                f"(tolerance {c.tolerance:g}, confidence {c.confidence})",
+                f"{c.n} ({c.n_questions})",
+                f"{c.n_trusted}: {fmt_ci(c.share_trusted)}",
+                fmt_ci(c.agreement_trusted),
+                fmt_ci(c.agreement_all),
+            ]
+            for c in data.selective
+        ],
+    )
+    for c in data.selective:
+        d.h(3, f"{c.scorer}, per criterion")
+        d.table(
+            ["criterion", "n", "trusted", "agreement on trusted", "agreement on all"],
+            [
+                [k.criterion, str(k.n), str(k.n_trusted), fmt(k.agreement_trusted), fmt(k.agreement_all)]
+                for k in c.per_criterion
+            ],
+        )
+        if c.pairwise is not None:
+            pw = c.pairwise
+            d.p(
+                f"Pairwise, {pw.n} held-out pairs of responses to one question that the annotators order: "
+                f"{fmt_ci(pw.share_trusted)} trusted, agreement {fmt_ci(pw.agreement_trusted)} on them, "
+                f"{fmt_ci(pw.agreement_all)} on all pairs."
+            )
 
 
 def ppi_section(d: Doc, data: ReportData) -> None:
@@ -138,35 +217,33 @@ def ppi_section(d: Doc, data: ReportData) -> None:
     first = data.ppi[0]
     d.h(2, "Prediction-powered means from a few labels")
     d.p(
-        f"What labelling {first.fraction:.0%} of the responses at random would buy, simulated {first.draws} times "
-        f"(seed {first.seed}) on the overall score: per responding model, the prediction-powered mean (PPI++: the "
-        "scorer's scores of every response, corrected by its error on the labelled ones) beside the human-only "
-        "mean of the same labels, each with its 95% interval; then, over the draws, how often each interval "
-        "contains the model's mean human score over all its responses here, and its mean width. The scorer's "
-        "own bias does not enter the PPI mean; a better scorer narrows its interval."
+        f"What labelling {first.fraction:.0%} of the questions at random (every model's response to each, as "
+        "`judge-data sample --by question` draws them) buys, checked over "
+        f"{first.draws} draws (seed {first.seed}): each draw resamples the questions with replacement, a new "
+        "test set from the distribution these questions stand for, and labels a share of them; per responding "
+        "model the prediction-powered mean (PPI++: the scorer's scores of every response, corrected by its error "
+        "on the labelled ones; Student's t interval, the variance by the jackknife) beside the human-only mean "
+        "of the same labels (Student's t), each with its 95% interval on the rubric's scale, from at least "
+        f"{first.min_labels or '–'} labelled responses; per pair of models the same for the win rate. Coverage: "
+        "the share of intervals containing the truth of the world they were drawn from (the model's mean human "
+        "score over all its responses here; the pair's human win rate), ± its Monte Carlo standard error. The "
+        "scorer's own bias does not enter the PPI mean; a better scorer narrows its interval."
     )
     for c in data.ppi:
-        d.h(3, f"{c.scorer}: {c.n_labelled} of {c.n_items} responses labelled per draw")
+        d.h(
+            3,
+            f"{c.scorer}: {c.n_labelled} of {c.n_questions or '?'} questions labelled per draw ({c.n_items} responses)",
+        )
         d.table(
-            [
-                "model",
-                "responses",
-                "all-human mean",
-                "first draw: labelled",
-                "PPI [95% CI]",
-                "human-only [95% CI]",
-                "PPI coverage",
-                "human-only coverage",
-                "PPI mean width",
-                "human-only mean width",
-            ],  # fmt: skip
+            ["model", "responses", "all-human mean", "one run: labelled", "PPI [95% CI]", "human-only [95% CI]",
+             "PPI coverage", "human-only coverage", "PPI mean width", "human-only mean width"],
             [
                 [
                     m.model,
                     str(m.n),
                     fmt(m.all_human_mean),
                     str(m.first_draw.n_labelled),
-                    _est(m.first_draw.ppi_mean, m.first_draw.ppi_ci),
+                    _est(m.first_draw.ppi_mean, m.first_draw.ppi_ci, m.first_draw.bounded),
                     _est(m.first_draw.human_mean, m.first_draw.human_ci),
                     pct(m.ppi_coverage),
                     pct(m.human_coverage),
@@ -175,26 +252,52 @@ def ppi_section(d: Doc, data: ReportData) -> None:
                 ]
                 for m in c.models
             ],
-        )
+        )  # fmt: skip
+        if c.win_rates:
+            d.table(
+                ["model", "against", "questions", "all-human win rate", "one run: PPI [95% CI]", "PPI coverage",
+                 "human-only coverage", "PPI mean width", "human-only mean width"],
+                [
+                    [
+                        w.model,
+                        w.opponent,
+                        str(w.n_shared),
+                        fmt(w.all_human_win_rate),
+                        _est(w.first_draw.ppi_mean, w.first_draw.ppi_ci, w.first_draw.bounded),
+                        pct(w.ppi_coverage),
+                        pct(w.human_coverage),
+                        fmt(w.ppi_mean_width),
+                        fmt(w.human_mean_width),
+                    ]
+                    for w in c.win_rates
+                ],
+            )  # fmt: skip
         d.p(
-            f"Over all models and draws: {c.n_intervals} PPI intervals, {_share(c.ppi_coverage)} contain the "
-            f"all-human mean (human-only: {_share(c.human_coverage)}); mean width {fmt(c.ppi_mean_width)} "
-            f"(human-only {fmt(c.human_mean_width)})."
+            f"Over all models and {c.draws} draws: {c.n_intervals} PPI intervals, {_share(c.ppi_coverage, c.ppi_coverage_se)} "
+            f"contain the all-human mean (human-only: {_share(c.human_coverage, c.human_coverage_se)}); mean width "
+            f"{fmt(c.ppi_mean_width)} (human-only {fmt(c.human_mean_width)}). Win rates: {c.win_n_intervals} PPI "
+            f"intervals, {_share(c.win_ppi_coverage, c.win_ppi_coverage_se)} cover (human-only "
+            f"{_share(c.win_human_coverage)}). {c.n_bounded} PPI estimates were moved into their range (†)."
         )
 
 
-def _est(mean: float | None, ci: list[float] | None) -> str:
+def _est(mean: float | None, ci: list[float] | None, bounded: list[str] | None = None) -> str:
     if mean is None:
         return "undefined"
-    return f"{mean:.3f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")
+    return f"{mean:.3f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "") + (" †" if bounded else "")
 
 
-def _share(x: float | None) -> str:
-    return "–" if x is None else f"{100 * x:.1f}%"
+def _share(x: float | None, se: float | None = None) -> str:
+    if x is None:
+        return "–"
+    return f"{100 * x:.1f}%" + (f" ± {100 * se:.1f}" if se is not None else "")
 
 
-def format_calibration_summary(checks: list[CalibrationCheck], ppi: list[PPICheck]) -> list[str]:
-    """What ``judge-report`` prints of the calibration and PPI checks, a line or two per scorer."""
+def format_calibration_summary(
+    checks: list[CalibrationCheck], ppi: list[PPICheck], selective: list[SelectiveCheck] | None = None
+) -> list[str]:
+    """What ``judge-report`` prints of the calibration, selective-evaluation and PPI checks, a line or two per
+    scorer."""
     lines = []
     for c in checks:
         lines.append(
@@ -203,23 +306,32 @@ def format_calibration_summary(checks: list[CalibrationCheck], ppi: list[PPIChec
             f"MAE {fmt(c.mae_before.value)} before, {fmt(c.mae_after.value)} after calibration "
             f"(MSE {fmt(c.mse_before.value)} -> {fmt(c.mse_after.value)})"
         )
-    for p in ppi:
-        widths = [(m.model, m.first_draw) for m in p.models]
-        first = "; ".join(
-            f"{name} PPI {_w(fd.ppi_ci)} vs human-only {_w(fd.human_ci)} ({fd.n_labelled} labels)"
-            for name, fd in widths
-        )
+        if c.nll_before is not None and c.nll_after is not None:
+            lines.append(
+                f"    NLL {fmt(c.nll_before.value, 4)} -> {fmt(c.nll_after.value, 4)}, Brier "
+                f"{fmt(_v(c.brier_before))} -> {fmt(_v(c.brier_after))}, ECE (top label) "
+                f"{fmt(_v(c.ece_top_before))} -> {fmt(_v(c.ece_top_after))}, ECE (score) "
+                f"{fmt(_v(c.ece_score_before))} -> {fmt(_v(c.ece_score_after))}"
+            )
+    for sel in selective or []:
         lines.append(
-            f"  {p.scorer}, PPI with {p.fraction:.0%} labels: first draw interval widths {first}; over {p.draws} "
-            f"draws {_share(p.ppi_coverage)} of {p.n_intervals} PPI intervals cover the all-human model mean "
-            f"(human-only {_share(p.human_coverage)}), mean width {fmt(p.ppi_mean_width)} vs "
-            f"{fmt(p.human_mean_width)}"
+            f"  {sel.scorer}, selective evaluation (>= {pct(sel.agreement)} agreement promised): "
+            f"{sel.n_trusted} of {sel.n} held-out scores trusted ({fmt_ci(sel.share_trusted)}), agreement "
+            f"{fmt_ci(sel.agreement_trusted)} on them, {fmt_ci(sel.agreement_all)} on all"
+        )
+    for p in ppi:
+        lines.append(
+            f"  {p.scorer}, PPI with {p.fraction:.0%} of the questions labelled, over {p.draws} draws: "
+            f"{_share(p.ppi_coverage, p.ppi_coverage_se)} of {p.n_intervals} PPI intervals cover the model's "
+            f"all-human mean (human-only {_share(p.human_coverage, p.human_coverage_se)}), mean width "
+            f"{fmt(p.ppi_mean_width)} vs {fmt(p.human_mean_width)}; win rates {_share(p.win_ppi_coverage)} "
+            f"(human-only {_share(p.win_human_coverage)})"
         )
     return lines
 
 
-def _w(ci: list[float] | None) -> str:
-    return "-" if ci is None else f"{ci[1] - ci[0]:.3f}"
+def _v(x: Interval | None) -> float | None:
+    return None if x is None else x.value
 
 
 __all__ = [
@@ -229,4 +341,5 @@ __all__ = [
     "format_mmie_table",
     "mmie_section",
     "ppi_section",
+    "selective_section",
 ]

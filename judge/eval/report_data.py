@@ -289,7 +289,7 @@ class BiasReport(_Data):
 
 
 class CriterionCoverage(_Data):
-    """A calibrated scorer's intervals and errors on one criterion's held-out items (no intervals)."""
+    """A calibrated scorer's intervals and errors on one criterion's held-out items."""
 
     criterion: str
     n: int
@@ -297,6 +297,7 @@ class CriterionCoverage(_Data):
     mean_width: float
     mae_before: float
     mae_after: float
+    coverage_ci: list[float] | None = None  #: 95% interval of the coverage (questions resampled)
 
 
 class CalibrationCheck(_Data):
@@ -317,16 +318,65 @@ class CalibrationCheck(_Data):
     coverage: Interval  #: share of items whose human score lies in the interval
     mean_width: Interval
     per_criterion: list[CriterionCoverage]
+    #: how the scale distributions fit the annotators' ratings, raw read-out and calibrated view
+    #: (judge.eval.calibration_metrics); None where the records lack the distributions (older files)
+    nll_before: Interval | None = None
+    nll_after: Interval | None = None
+    brier_before: Interval | None = None
+    brier_after: Interval | None = None
+    ece_top_before: Interval | None = None
+    ece_top_after: Interval | None = None
+    ece_score_before: Interval | None = None
+    ece_score_after: Interval | None = None
+
+
+class SelectiveCriterion(_Data):
+    criterion: str
+    n: int
+    n_trusted: int
+    agreement_trusted: float | None
+    agreement_all: float
+
+
+class SelectivePairs(_Data):
+    """Pairwise selective evaluation on held-out pairs (responses to one question the annotators order)."""
+
+    n: int
+    share_trusted: Interval
+    agreement_trusted: Interval
+    agreement_all: Interval
+
+
+class SelectiveCheck(_Data):
+    """A scorer with selective evaluation (records marked ``trusted``) on held-out human items."""
+
+    scorer: str
+    agreement: float | None  #: the agreement guaranteed on trusted scores (producer.selective)
+    delta: float | None
+    tolerance: float  #: pointwise agreement: |score - human mean| <= tolerance
+    confidence: str | None
+    fingerprint: str | None
+    held_out: str
+    n: int
+    n_questions: int
+    n_trusted: int
+    share_trusted: Interval
+    agreement_trusted: Interval  #: agreement on the trusted scores
+    agreement_all: Interval  #: agreement on every score (no abstention)
+    per_criterion: list[SelectiveCriterion]
+    pairwise: SelectivePairs | None = None
 
 
 class PPIDraw(_Data):
-    """One model's estimates in the first label draw."""
+    """One model's (or pair's) estimates from one label draw of the responses as they are."""
 
     n_labelled: int
     ppi_mean: float | None
     ppi_ci: list[float] | None
     human_mean: float | None
     human_ci: list[float] | None
+    reason: str | None = None  #: why there is no estimate (fewer labels than ``min_labels``)
+    bounded: list[str] = []  #: what a range bound moved in the PPI estimate (see judge.eval.ppi.within)
 
 
 class PPIModel(_Data):
@@ -334,7 +384,24 @@ class PPIModel(_Data):
     n: int  #: the model's responses with a score and a human overall score
     all_human_mean: float  #: the mean human score of all of them: what the intervals should contain
     first_draw: PPIDraw
-    n_draws: int  #: draws where its intervals were defined (2+ labelled responses)
+    n_draws: int  #: draws where its intervals were defined (``min_labels`` labelled responses or more)
+    ppi_coverage: float | None
+    human_coverage: float | None
+    ppi_mean_width: float | None
+    human_mean_width: float | None
+
+
+class PPIWinRate(_Data):
+    """One ordered pair of models: the PPI win rate of ``model`` over ``opponent`` in the check."""
+
+    model: str
+    opponent: str
+    n_shared: int  #: questions both answered (scored, with human overall scores)
+    all_human_win_rate: (
+        float  #: the win rate by the human scores of all of them: what the intervals should contain
+    )
+    first_draw: PPIDraw
+    n_draws: int
     ppi_coverage: float | None
     human_coverage: float | None
     ppi_mean_width: float | None
@@ -342,22 +409,37 @@ class PPIModel(_Data):
 
 
 class PPICheck(_Data):
-    """The prediction-powered inference check of one scorer (:func:`judge.eval.heldout.ppi_checks`)."""
+    """The prediction-powered inference check of one scorer (:func:`judge.eval.ppi_check.ppi_checks`)."""
 
     scorer: str
     criterion: str
     fraction: float
-    n_labelled: int  #: responses labelled per draw (all models together)
+    n_labelled: int  #: questions labelled per draw (every model's response to each)
     n_items: int
     draws: int
     seed: int
     level: float
     models: list[PPIModel]
-    n_intervals: int  #: defined PPI intervals over models and draws
+    n_intervals: int  #: defined PPI intervals of the models' means over models and draws
     ppi_coverage: float | None  #: share of them containing the model's all-human mean
     human_coverage: float | None
     ppi_mean_width: float | None
     human_mean_width: float | None
+    n_questions: int | None = None
+    min_labels: int | None = None  #: labelled responses an estimate needs (fewer: none that draw)
+    by: str = "response"  #: what a draw labels: "question" (every response to a drawn question)
+    #: how a draw is made: "bootstrap" (questions resampled with replacement, then labelled at random)
+    draw: str = "subsample"
+    #: the Monte Carlo standard error of ``ppi_coverage`` and ``human_coverage`` (binomial, over intervals)
+    ppi_coverage_se: float | None = None
+    human_coverage_se: float | None = None
+    win_rates: list[PPIWinRate] = []
+    win_n_intervals: int = 0
+    win_ppi_coverage: float | None = None
+    win_human_coverage: float | None = None
+    win_ppi_coverage_se: float | None = None
+    n_bounded: int = 0  #: PPI estimates (means and win rates) that a range bound moved
+    first_questions: list[str] = []  #: the questions the one run (``first_draw``) labelled
 
 
 class ReportData(_Data):
@@ -375,6 +457,7 @@ class ReportData(_Data):
     paired: list[PairedComparison]
     bias: BiasReport | None = None  #: bias against humans on the overall score (None in older reports)
     calibration: list[CalibrationCheck] = []  #: calibrated scorers on held-out items
+    selective: list[SelectiveCheck] = []  #: scorers with selective evaluation on held-out items
     ppi: list[PPICheck] = []  #: the prediction-powered inference check per rubric-scale scorer
     warnings: list[str]
     definitions: list[str]

@@ -1,29 +1,38 @@
-"""A judge's calibration, applied where its score is read out: the calibrated score and its interval.
+"""A judge's calibration, applied where its score is read out: the calibrated view of each read-out.
 
 ``judge-calibrate`` (fitting: :mod:`judge.eval.calibration`, which needs human labels) writes
 ``calibration.json`` into the judge folder and names it, with its fingerprint, in the judge card.
-Every scoring path (``judge-score``, ``judge-serve``'s ``/v1/score``, ``Judge.score``) goes through
-:class:`judge.scoring.engine.JudgeEngine`, which calls :func:`calibrated_fields` on each read-out, so
-they all apply it the same way: the record's ``score`` is the calibrated score, ``raw_score`` the
-judge's own expected score, ``interval`` the conformal interval, and ``producer.calibration`` names
-the calibration (:meth:`Calibration.producer`).
+Every scoring path (``judge-score``, ``judge-serve``'s ``/v1/score`` and chat route, ``Judge.score``)
+goes through :class:`judge.scoring.engine.JudgeEngine`, which calls :func:`calibrated_fields` on each
+read-out, so they all apply it the same way.
+
+**One calibrated view.** A calibrated record's ``distribution``, ``score`` (its mean), ``argmax`` (its
+most probable value) and ``interval`` belong together: the calibrated distribution, and what follows from
+it. The judge's own read-out keeps its values under ``raw_distribution``, ``raw_score`` and
+``raw_argmax``. Whatever is computed from a record (a pair's preference, a chat reply's content and
+logprobs, a reward) is computed from the calibrated view, so every path gives the same numbers.
+``producer.calibration`` names the calibration (:meth:`Calibration.producer`).
 
 What is stored, per criterion (``criteria``; a criterion with too few labelled items to fit on its
-own uses ``pooled``, fitted on every criterion's items together):
+own uses the map of ``pooled``, fitted on every criterion's items together):
 
 * ``isotonic``: the knots of scikit-learn's ``IsotonicRegression`` (``X_thresholds_``,
   ``y_thresholds_``); the calibrated score is the piecewise-linear interpolation between them,
   constant beyond the ends: what ``IsotonicRegression(out_of_bounds="clip").predict`` computes
-  (a test checks it), without scikit-learn at scoring time;
+  (a test checks it), without scikit-learn at scoring time. Its calibrated distribution is the read-out
+  exponentially tilted until its mean is that score (:func:`tilt`: of the distributions with that
+  mean, the one closest to the read-out in Kullback-Leibler divergence);
 * ``temperature``: ``T``; the scale distribution ``p`` becomes ``p^(1/T)`` renormalised (the
   logits divided by ``T``), and the calibrated score is its expectation;
+* neither (``none``: the fit found no map better than the read-out on held-out labels): the read-out
+  itself, with the interval;
 * ``halfwidth``: the split conformal quantile of the absolute residuals ``|human - calibrated|`` on
-  held-out labelled items (``crepes``' ``ConformalRegressor``): the interval is
-  ``[score - halfwidth, score + halfwidth]`` clipped to the scale, and covers the human (mean) score
-  of a new item with probability at least ``level`` when the items are exchangeable. ``None``: too
-  few held-out items for the level, the interval is the whole scale.
-
-The record's ``distribution`` stays the model's own (uncalibrated) read-out.
+  held-out labelled items of the criterion (its own group, Mondrian by criterion, where it has enough;
+  else the pooled group's): the interval is ``[score - halfwidth, score + halfwidth]`` clipped to the
+  scale, and covers the human (mean) score of a new item of that criterion with probability at least
+  ``level`` when the items are exchangeable (for the pooled group: on average over its criteria).
+  ``None``: too few held-out items for the level, the interval is the whole scale;
+* ``map_from`` (``"*"``): the criterion has its own interval but the pooled map.
 """
 
 from __future__ import annotations
@@ -36,19 +45,35 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    model_serializer,
+    model_validator,
+)
 
 from judge.core.atomic import write_json
 from judge.core.errors import ConfigError, format_validation_error
 
 CALIBRATION_FILE = "calibration.json"
-Method = Literal["isotonic", "temperature"]
+#: A fitted map (``none``: the read-out itself).
+Method = Literal["isotonic", "temperature", "none"]
+#: What ``judge-calibrate`` is asked for: a map, or ``auto`` (chosen per criterion by held-out NLL).
+MethodChoice = Literal["auto", "isotonic", "temperature", "none"]
 #: The key of the pooled calibration in ``producer.calibration.key`` and the fitting report.
 POOLED = "*"
 
 
 class _Part(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+#: Fields added after the first files were written: left out of the file (and so of the fingerprint the
+#: judge card names) while None, so that a calibration written before them keeps its fingerprint.
+_OPTIONAL = ("map_from",)
 
 
 class CriterionCalibration(_Part):
@@ -60,6 +85,33 @@ class CriterionCalibration(_Part):
     y: list[float] | None = None  #: isotonic knots: calibrated scores, non-decreasing
     temperature: float | None = None
     halfwidth: float | None  #: conformal quantile of |human - calibrated|; None: the whole scale
+    map_from: str | None = None  #: ``"*"``: the map is the pooled one (this criterion has its own interval)
+
+    @property
+    def method(self) -> Method:
+        """Which map this is: ``isotonic``, ``temperature`` or ``none`` (the read-out itself)."""
+        return "isotonic" if self.x is not None else "temperature" if self.temperature is not None else "none"
+
+    def view(
+        self, expected: float, distribution: Sequence[float], scale: Sequence[int]
+    ) -> tuple[float, list[float]]:
+        """The calibrated score and distribution of one read-out (see the module doc)."""
+        lo, hi = float(scale[0]), float(scale[-1])
+        if self.x is not None and self.y is not None:
+            score = min(max(interpolate(expected, self.x, self.y), lo), hi)
+            return score, tilt(distribution, scale, score)
+        if self.temperature is not None:
+            dist = temper(distribution, self.temperature)
+            return min(max(math.fsum(p * v for p, v in zip(dist, scale, strict=True)), lo), hi), dist
+        return float(expected), [float(p) for p in distribution]
+
+    @model_serializer(mode="wrap")
+    def _new_fields_when_set(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        out = handler(self)
+        for key in _OPTIONAL:
+            if out.get(key, 0) is None:
+                del out[key]
+        return out
 
     @model_validator(mode="after")
     def _one_map(self) -> CriterionCalibration:
@@ -71,8 +123,10 @@ class CriterionCalibration(_Part):
             raise ValueError("isotonic knots x must be strictly increasing and not empty")
         if self.temperature is not None and not (self.temperature > 0 and math.isfinite(self.temperature)):
             raise ValueError(f"temperature must be a positive number, got {self.temperature}")
-        if (self.x is None) == (self.temperature is None):
-            raise ValueError("a criterion's calibration is isotonic knots or a temperature, exactly one")
+        if self.x is not None and self.temperature is not None:
+            raise ValueError(
+                "a criterion's calibration is isotonic knots or a temperature (or neither), not both"
+            )
         return self
 
 
@@ -93,14 +147,16 @@ class Calibration(_Part):
     """``calibration.json``; see the module doc. :meth:`apply` maps one read-out."""
 
     calibration_version: int = 1
-    method: Method
+    #: what was asked for; each criterion's map says what it is (``auto`` chooses per criterion)
+    method: MethodChoice
     level: float = Field(gt=0, lt=1)  #: the intervals' coverage level (0.9: 90%)
     scale: list[int]  #: the rubric's scale values, lowest first
     min_items: int  #: a criterion with fewer labelled items than this in either half uses ``pooled``
     criteria: dict[str, CriterionCalibration]
     pooled: CriterionCalibration
     data: CalibrationData
-    #: held-out comparison of the methods (MAE, MSE of raw and calibrated scores): see judge.eval.calibration
+    #: the held-out comparison of the methods (MAE, MSE, NLL, Brier, ECE of raw and calibrated), each
+    #: criterion's choice and its spread across folds, the conformal groups: see judge.eval.calibration
     comparison: dict[str, Any] = Field(default_factory=dict)
     created: str | None = None
 
@@ -111,21 +167,16 @@ class Calibration(_Part):
         return POOLED, self.pooled
 
     def apply(self, criterion: str | None, expected: float, distribution: Sequence[float]) -> Calibrated:
-        """The calibrated score and interval of one read-out (``expected`` and ``distribution`` over
-        :attr:`scale`)."""
+        """The calibrated view of one read-out (``expected`` and ``distribution`` over :attr:`scale`): the
+        calibrated distribution, its mean and argmax, and the interval."""
         key, cc = self.lookup(criterion)
         lo, hi = float(self.scale[0]), float(self.scale[-1])
-        if cc.x is not None and cc.y is not None:
-            score = interpolate(expected, cc.x, cc.y)
-        else:
-            assert cc.temperature is not None
-            score = tempered_expectation(distribution, self.scale, cc.temperature)
-        score = min(max(score, lo), hi)
+        score, dist = cc.view(expected, distribution, self.scale)
         if cc.halfwidth is None:
             interval = [lo, hi]
         else:
             interval = [max(lo, score - cc.halfwidth), min(hi, score + cc.halfwidth)]
-        return Calibrated(score, interval, key)
+        return Calibrated(score, interval, key, dist, argmax_value(dist, self.scale))
 
     def fingerprint(self) -> str:
         """SHA-256 of the calibration's canonical JSON: what the judge card names."""
@@ -138,9 +189,66 @@ class Calibration(_Part):
 
 @dataclass
 class Calibrated:
-    score: float
+    """One read-out's calibrated view."""
+
+    score: float  #: the calibrated distribution's mean (isotonic: the map's value, which it equals)
     interval: list[float]
     key: str  #: the criterion whose calibration was used, or ``*`` (pooled)
+    distribution: list[float]  #: the calibrated distribution over the scale, lowest value first
+    argmax: int  #: its most probable scale value (the lowest of equals)
+
+
+def argmax_value(distribution: Sequence[float], values: Sequence[int]) -> int:
+    """The most probable scale value (the lowest of equally probable ones)."""
+    best = max(range(len(values)), key=lambda i: (distribution[i], -i))
+    return int(values[best])
+
+
+def tilt(distribution: Sequence[float], values: Sequence[int], target: float) -> list[float]:
+    """The distribution ``p_i exp(b v_i)`` (renormalised) whose mean is ``target``: of all distributions over
+    ``values`` with that mean, the one of least Kullback-Leibler divergence from ``distribution``. ``b`` is
+    found by Newton's method on the mean (whose derivative is the tilted variance), kept inside a bracket
+    by bisection; a target at or beyond the reachable ends gives all the mass to the end value."""
+    vals = [float(v) for v in values]
+    logs = [math.log(q) if q > 0 else -math.inf for q in distribution]
+    support = [v for v, lg in zip(vals, logs, strict=True) if lg > -math.inf]
+    if not support:
+        raise ValueError("a distribution with no mass cannot be tilted")
+    lo_v, hi_v = min(support), max(support)
+    if target <= lo_v or target >= hi_v:
+        end = lo_v if target <= lo_v else hi_v
+        return [1.0 if v == end else 0.0 for v in vals]
+    span = hi_v - lo_v
+
+    def tilted(b: float) -> tuple[list[float], float, float]:
+        z = [lg + b * v for lg, v in zip(logs, vals, strict=True)]
+        top = max(z)
+        ex = [math.exp(x - top) if x > -math.inf else 0.0 for x in z]
+        total = math.fsum(ex)
+        q = [e / total for e in ex]
+        mean = math.fsum(a * v for a, v in zip(q, vals, strict=True))
+        return q, mean, math.fsum(a * (v - mean) ** 2 for a, v in zip(q, vals, strict=True))
+
+    lo_b, hi_b = -math.inf, math.inf  # the bracket: mean(lo_b) < target < mean(hi_b)
+    b = 0.0
+    q, mean, var = tilted(b)
+    for _ in range(200):
+        err = mean - target
+        if abs(err) <= 1e-12 * span:
+            break
+        if err < 0:
+            lo_b = b
+        else:
+            hi_b = b
+        step = b - err / var if var > 0 else math.nan
+        if lo_b < step < hi_b:
+            b = step
+        elif math.isfinite(lo_b) and math.isfinite(hi_b):
+            b = 0.5 * (lo_b + hi_b)
+        else:  # no bracket on one side yet: step out
+            b = (b if math.isfinite(b) else 0.0) + (4.0 if err < 0 else -4.0) / span * max(1.0, abs(b) * span)
+        q, mean, var = tilted(b)
+    return q
 
 
 def interpolate(x: float, xs: Sequence[float], ys: Sequence[float]) -> float:
@@ -165,13 +273,35 @@ def temper(distribution: Sequence[float], temperature: float) -> list[float]:
     return [e / total for e in ex]
 
 
-def calibrated_fields(calibration: Calibration | None, criterion: str | None, read_out) -> dict[str, Any]:
-    """The score fields of a judge record from a read-out (``expected``, ``distribution``): ``score`` alone
-    without a calibration; with one, the calibrated ``score``, the ``raw_score`` and the ``interval``."""
+def calibrated_fields(
+    calibration: Calibration | None, criterion: str | None, read_out, selective: Any = None
+) -> dict[str, Any]:
+    """The score fields of a judge record from a read-out (``expected``, ``distribution``, ``argmax``):
+    without a calibration, the read-out's ``score``, ``distribution`` and ``argmax``; with one, the calibrated
+    view (``score``, ``distribution``, ``argmax``, ``interval``) and the read-out's as ``raw_score``,
+    ``raw_distribution``, ``raw_argmax``. ``selective``
+    (:class:`judge.models.selective.Selective`): also ``trusted``, whether the judge keeps the score or
+    escalates it to a human."""
     if calibration is None:
-        return {"score": read_out.expected}
-    cal = calibration.apply(criterion, read_out.expected, read_out.distribution)
-    return {"score": cal.score, "raw_score": read_out.expected, "interval": cal.interval}
+        out = {
+            "score": read_out.expected,
+            "distribution": list(read_out.distribution),
+            "argmax": read_out.argmax,
+        }
+    else:
+        cal = calibration.apply(criterion, read_out.expected, read_out.distribution)
+        out = {
+            "score": cal.score,
+            "distribution": cal.distribution,
+            "argmax": cal.argmax,
+            "interval": cal.interval,
+            "raw_score": read_out.expected,
+            "raw_distribution": list(read_out.distribution),
+            "raw_argmax": read_out.argmax,
+        }
+    if selective is not None:
+        out["trusted"] = selective.trusted(criterion, out["distribution"], out["score"])
+    return out
 
 
 def content_fingerprint(obj: Any) -> str:
@@ -202,6 +332,9 @@ __all__ = [
     "CALIBRATION_FILE",
     "POOLED",
     "Calibrated",
+    "Method",
+    "MethodChoice",
+    "argmax_value",
     "Calibration",
     "CalibrationData",
     "CriterionCalibration",
@@ -211,5 +344,6 @@ __all__ = [
     "read_calibration",
     "temper",
     "tempered_expectation",
+    "tilt",
     "write_calibration",
 ]

@@ -31,6 +31,7 @@ from judge.core.template import TargetFormat
 
 if TYPE_CHECKING:
     from judge.models.calibration import Calibration
+    from judge.models.selective import Selective
 
 CARD_NAME = "judge_card.json"
 #: ``quantization`` argument of :func:`load_judge` meaning "as the card says" (how the judge was trained).
@@ -108,6 +109,19 @@ class CardCalibration(_CardPart):
     created: str | None = None
 
 
+class CardSelective(_CardPart):
+    """The selective-evaluation thresholds in the judge folder (``judge-calibrate --selective``): scoring
+    marks each score trusted or escalated when the file's fingerprint is this one and its calibration the
+    card's."""
+
+    file: str  #: ``selective.json``, beside the card
+    fingerprint: str  #: SHA-256 of the thresholds (:meth:`judge.models.selective.Selective.fingerprint`)
+    calibration_fingerprint: str  #: the calibration whose calibrated view they threshold
+    agreement: float
+    delta: float
+    created: str | None = None
+
+
 class JudgeCard(_CardPart):
     """``judge_card.json``: what a judge is and how it was made.
 
@@ -134,6 +148,7 @@ class JudgeCard(_CardPart):
     created: str | None = None
     outputs: list[str] | None = None  #: the folders and files of the judge folder
     calibration: CardCalibration | None = None  #: set by judge-calibrate (None: scores are the read-out)
+    selective: CardSelective | None = None  #: set by judge-calibrate --selective (None: no trusted mark)
 
 
 def library_versions() -> dict[str, str]:
@@ -213,6 +228,38 @@ def card_calibration(judge_dir: str | Path, card: JudgeCard) -> Calibration | No
             "again, or score without calibration (`calibration` off)"
         )
     return cal
+
+
+def card_selective(
+    judge_dir: str | Path, card: JudgeCard, calibration: Calibration | None
+) -> Selective | None:
+    """The selective-evaluation thresholds a judge folder's card names (None: it names none, or the scores
+    are not calibrated: the thresholds apply to the calibrated view only). The file must be the one the card
+    names, fitted on this calibration."""
+    from judge.models.selective import read_selective
+
+    if card.selective is None or calibration is None:
+        return None
+    path = Path(judge_dir) / card.selective.file
+    if not path.is_file():
+        raise ConfigError(
+            f"{path}: the judge card names these selective-evaluation thresholds, but the file is missing; run "
+            "judge-calibrate --selective again, or score without calibration (`calibration` off)"
+        )
+    sel = read_selective(path)
+    if sel.fingerprint() != card.selective.fingerprint:
+        raise ConfigError(
+            f"{path} is not the selective-evaluation file the judge card names (fingerprint "
+            f"{sel.fingerprint()[:12]}, card: {card.selective.fingerprint[:12]}): it was edited or replaced; run "
+            "judge-calibrate --selective again"
+        )
+    if sel.calibration != calibration.fingerprint():
+        raise ConfigError(
+            f"{path} was fitted on another calibration than the judge's (calibration fingerprint "
+            f"{sel.calibration[:12]}, the judge's: {calibration.fingerprint()[:12]}); run judge-calibrate "
+            "--selective again"
+        )
+    return sel
 
 
 def card_quantization(card: JudgeCard) -> str | None:

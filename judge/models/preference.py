@@ -17,7 +17,7 @@ their difference come with it (the difference changes sign exactly under a swap)
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -28,7 +28,8 @@ class Preference:
 
     ``p_first_better``: P(A better) + P(tie) / 2 (``p_a_better + p_tie / 2``, up to rounding; exactly
     ``1 -`` the swapped pair's); ``p_a_better``, ``p_tie``, ``p_b_better``: the three outcomes (they sum to
-    1 up to rounding); ``score_a``, ``score_b``: the expected scores; ``score_diff``: ``score_a - score_b``.
+    1 up to rounding); ``score_a``, ``score_b``: the expected scores; ``score_diff``: ``score_a - score_b``;
+    ``trusted``: with selective evaluation, whether the judge keeps the preference (None: no thresholds).
     """
 
     p_first_better: float
@@ -38,9 +39,13 @@ class Preference:
     score_a: float
     score_b: float
     score_diff: float
+    trusted: bool | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        if out["trusted"] is None:
+            del out["trusted"]
+        return out
 
 
 def _check(dist: Sequence[float], values: Sequence[float], name: str) -> list[float]:
@@ -115,17 +120,26 @@ def preference(
 
 
 def record_preference(a: Any, b: Any, values: Sequence[float]) -> Preference:
-    """``Judge.compare``'s reading of two scored records of one criterion (:class:`~judge.core.schema.ScoreRecord`,
-    response A and response B): :func:`preference` of their distributions, with the expected scores as read
-    out (``raw_score`` when a calibration set ``score``). Raises JudgeError naming the side that is
-    unscorable, with its reason."""
+    """The preference between two scored records of one criterion, response A and response B
+    (:class:`~judge.core.schema.ScoreRecord` or its dict): :func:`preference` of their distributions, with
+    their scores as the expected scores. Both are a record's one view: the calibrated distribution and its
+    mean for a calibrated judge, the read-out's otherwise (``raw_`` fields are never mixed in). The rule of
+    ``Judge.compare``, ``judge-score``'s pairs, ``judge-bench`` and the served protocols. Raises JudgeError
+    naming the side that is unscorable, with its reason."""
     from judge.core.errors import JudgeError
 
+    def field(r: Any, name: str) -> Any:
+        return r.get(name) if isinstance(r, Mapping) else getattr(r, name)
+
     for name, s in (("A", a), ("B", b)):
-        if s.score is None or s.distribution is None:
-            raise JudgeError(f"response {name} ({s.id!r}) is unscorable: {s.reason}")
-    raw = [s.raw_score if s.raw_score is not None else s.score for s in (a, b)]
-    return preference(a.distribution, b.distribution, values, expected=(raw[0], raw[1]))
+        if field(s, "score") is None or field(s, "distribution") is None:
+            raise JudgeError(f"response {name} ({field(s, 'id')!r}) is unscorable: {field(s, 'reason')}")
+    return preference(
+        field(a, "distribution"),
+        field(b, "distribution"),
+        values,
+        expected=(float(field(a, "score")), float(field(b, "score"))),
+    )
 
 
 def _complementary(win: float, tie: float, lose: float) -> float:

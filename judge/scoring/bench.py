@@ -60,7 +60,7 @@ from judge.core.rubric import OVERALL, Rubric
 from judge.core.schema import PredictionRecord, content_hash
 from judge.core.settings import PathText, Settings
 from judge.models import BATCH_TOKENS
-from judge.scoring.pairs import raw_scores
+from judge.models.preference import record_preference
 
 logger = logging.getLogger(__name__)
 
@@ -103,11 +103,11 @@ class BenchConfig(Settings):
     force: bool = Field(False, description="score even when the rubric's hash differs from the judge card's")
     calibration: bool = Field(
         True,
-        description="apply the calibration the judge card names to the expected scores (score and batch "
-        "items; a pair's preference always compares the read-out distributions)",
+        description="apply the calibration the judge card names: every verdict (a score, a ranking, a pair's "
+        "preference) comes from the calibrated distributions and their means",
         json_schema_extra={
             "flag": "--no-calibration",
-            "flag_help": "the raw read-out's expected scores even when the judge card names a calibration",
+            "flag_help": "the raw read-out even when the judge card names a calibration",
         },
     )
     root: PathText | None = Field(
@@ -444,7 +444,6 @@ def _judge_outputs(
 def _verdict(item_id: str, kind: str, recs: list[dict[str, Any] | None], rubric: Rubric) -> JudgeOutput:
     """One item's verdict from its responses' score records (no verdict when one is missing or unscorable)."""
     from judge.benchmarks.mllm_judge import ranking_from_scores
-    from judge.models.preference import preference
 
     for k, r in enumerate(recs):
         if r is None or r.get("score") is None:
@@ -461,12 +460,7 @@ def _verdict(item_id: str, kind: str, recs: list[dict[str, Any] | None], rubric:
     if kind == "rank":
         scores = [float(r["score"]) for r in done]
         return JudgeOutput(item_id, ranking=ranking_from_scores(scores), extra={"scores": scores})
-    pref = preference(
-        done[0]["distribution"],
-        done[1]["distribution"],
-        rubric.scale.values,
-        expected=raw_scores(done[0], done[1]),
-    )
+    pref = record_preference(done[0], done[1], list(rubric.scale.values))
     extra = {k: v for k, v in pref.to_dict().items() if k != "p_first_better"}
     return JudgeOutput(item_id, p_first_better=pref.p_first_better, extra=extra)
 

@@ -1,12 +1,14 @@
 """``judge-calibrate``: score human-labelled items with the judge (uncalibrated), fit its calibration
 (:mod:`judge.eval.calibration`), write ``calibration.json`` into the judge folder and name it in the card
-(:mod:`judge.models.calibration` applies it wherever the judge scores).
+(:mod:`judge.models.calibration` applies it wherever the judge scores); with ``selective``, also the
+selective-evaluation thresholds (:mod:`judge.eval.selective`, ``selective.json``: the trusted mark).
 
 Here, above both the engine that scores and the statistics that fit, because it needs the two.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,8 +17,11 @@ from judge.core.errors import ConfigError
 from judge.core.io import file_sha256
 from judge.eval.config import CalibrateConfig
 from judge.models.calibration import CALIBRATION_FILE, Calibration, write_calibration
-from judge.models.card import CardCalibration, JudgeCard, read_card, write_card
+from judge.models.card import CardCalibration, CardSelective, JudgeCard, read_card, write_card
+from judge.models.selective import SELECTIVE_FILE, Selective, write_selective
 from judge.scoring.engine import JudgeSpec, resolve_judge
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -27,6 +32,9 @@ class CalibrateResult:
     calibration: Calibration | None
     path: Path | None
     scores: Path
+    reliability: Path | None = None  #: the reliability diagram of the held-out items
+    selective: Selective | None = None  #: the selective-evaluation thresholds (``selective``)
+    selective_path: Path | None = None
 
 
 def calibrate_judge(cfg: CalibrateConfig) -> CalibrateResult:
@@ -37,6 +45,7 @@ def calibrate_judge(cfg: CalibrateConfig) -> CalibrateResult:
     applies it. Under ``accelerate launch`` (``judge-train --calibrate`` on several processes) the main
     process does it all; the others return at once."""
     from judge.eval.calibration import fit_calibration, labelled_scores
+    from judge.eval.calibration_report import RELIABILITY, write_reliability
     from judge.eval.matching import human_items, load_score_file, match_scorer, split_by_metric
     from judge.eval.report import load_human
 
@@ -74,10 +83,24 @@ def calibrate_judge(cfg: CalibrateConfig) -> CalibrateResult:
         level=cfg.level,
         conformal_fraction=cfg.conformal_fraction,
         min_items=cfg.min_items,
+        min_conformal=cfg.min_conformal,
         seed=cfg.seed,
         human_files=[{"path": h, "sha256": file_sha256(h)} for h in human],
         scores_file=str(scores),
     )
+    sel = None
+    if cfg.selective:
+        from judge.eval.selective import fit_selective
+
+        sel = fit_selective(
+            labelled,
+            cal,
+            agreement=cfg.agreement,
+            delta=cfg.delta,
+            tolerance=cfg.tolerance,
+            confidence=cfg.confidence,
+        )
+    reliability = write_reliability(out / RELIABILITY, cal, labelled)
     path = write_calibration(cfg.judge, cal)
     card = read_card(cfg.judge)
     card.calibration = CardCalibration(
@@ -90,8 +113,27 @@ def calibrate_judge(cfg: CalibrateConfig) -> CalibrateResult:
         n_items=cal.data.n_items,
         created=cal.created,
     )
+    sel_path = Path(cfg.judge) / SELECTIVE_FILE
+    if sel is not None:
+        write_selective(cfg.judge, sel)
+        card.selective = CardSelective(
+            file=SELECTIVE_FILE,
+            fingerprint=sel.fingerprint(),
+            calibration_fingerprint=cal.fingerprint(),
+            agreement=sel.agreement,
+            delta=sel.delta,
+            created=sel.created,
+        )
+    elif card.selective is not None:
+        # Thresholds fitted on the calibration this one replaces would mark scores they were not fitted for.
+        logger.warning(
+            f"{sel_path}: the selective-evaluation thresholds were fitted on the previous calibration; removed "
+            "(run judge-calibrate --selective to fit them on this one)"
+        )
+        card.selective = None
+        sel_path.unlink(missing_ok=True)
     write_card(cfg.judge, card)
-    return CalibrateResult(cal, path, scores)
+    return CalibrateResult(cal, path, scores, reliability, sel, sel_path if sel is not None else None)
 
 
 def _score_raw(spec: JudgeSpec, human: list[str], path: Path, cfg: CalibrateConfig) -> None:

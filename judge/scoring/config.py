@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from judge.core.settings import PathText, Settings
+from judge.eval.ppi import MIN_LABELS
 from judge.models import BATCH_TOKENS
 from judge.scoring.inputs import check_format
 
@@ -163,6 +164,13 @@ class ScoreConfig(Settings):
         "and human-only means, and ranks and win rates follow it. The labelled responses must be a random "
         "sample (judge-data sample draws one)",
         json_schema_extra={"metavar": "FILE"},
+    )
+    min_labels: int = Field(
+        MIN_LABELS,
+        ge=2,
+        description="labelled questions a human-only or prediction-powered mean (and a PPI win rate) needs; "
+        f"below it the estimate is left empty with the reason, and the board is ranked by the judge (default {MIN_LABELS})",
+        json_schema_extra={"metavar": "N"},
     )
     leaderboard_resamples: int = Field(
         1000,

@@ -42,6 +42,7 @@ from judge.core.template import TargetFormat, build_judge_prompt
 from judge.models import BATCH_TOKENS
 from judge.models.calibration import Calibration, calibrated_fields
 from judge.models.card import JudgeCard
+from judge.models.selective import Selective
 from judge.models.text_budget import text_tokens_over
 from judge.scoring.output import RunIdentity, item_key
 
@@ -69,6 +70,8 @@ class JudgeSpec:
     fingerprint: str = ""
     #: the calibration the card names, applied to every score (None: none, or turned off)
     calibration: Calibration | None = None
+    #: the selective-evaluation thresholds the card names (the trusted mark; None: none, or turned off)
+    selective: Selective | None = None
 
     @property
     def is_card(self) -> bool:
@@ -84,6 +87,7 @@ class JudgeSpec:
             rubric_hash=self.rubric.hash,
             target_format=self.target_format,
             calibration=self.calibration.fingerprint() if self.calibration is not None else None,
+            selective=self.selective.fingerprint() if self.selective is not None else None,
         )
 
 
@@ -110,6 +114,7 @@ def resolve_judge(
         FROM_CARD,
         card_calibration,
         card_quantization,
+        card_selective,
         judge_fingerprint,
         read_card,
     )
@@ -159,7 +164,8 @@ def resolve_judge(
             )
         source = str(folder.resolve())
         cal = card_calibration(folder, card) if calibration else None
-        return JudgeSpec(source, rub, fmt, card, forced, q, judge_fingerprint(source), cal)
+        sel = card_selective(folder, card, cal) if cal is not None else None
+        return JudgeSpec(source, rub, fmt, card, forced, q, judge_fingerprint(source), cal, sel)
     check_model_source(judge)
     if rubric is None:
         raise ConfigError(
@@ -369,6 +375,8 @@ class JudgeEngine:
             self.producer["quantization"] = spec.quantization
         if spec.calibration is not None:
             self.producer["calibration"] = spec.calibration.producer()
+        if spec.selective is not None:
+            self.producer["selective"] = spec.selective.producer()
 
     # -- what to score
     def pending(self, rec: PredictionRecord, done: Iterable | None = None) -> list[str]:
@@ -415,9 +423,7 @@ class JudgeEngine:
             details["rationale"] = cs.rationale
         return ScoreRecord(
             **common,
-            **calibrated_fields(self.spec.calibration, criterion, cs),
-            distribution=cs.distribution,
-            argmax=cs.argmax,
+            **calibrated_fields(self.spec.calibration, criterion, cs, self.spec.selective),
             details=details,
         )
 

@@ -8,22 +8,28 @@ the criteria the judge's score averages (None unless every one is labelled).
 
 Per model, over the questions it has a judge score for (the judge-only mean's population):
 
-* ``human``: the mean of the labelled questions' human values, with its normal 95% interval
+* ``human``: the mean of the labelled questions' human values, with Student's 95% interval
   (:func:`judge.eval.ppi.classical_mean`);
 * ``ppi``: the prediction-powered mean (PPI++, :func:`judge.eval.ppi.ppi_mean`): the judge scores of the
   unlabelled questions, corrected by the judge's error on the labelled ones, and its 95% interval.
 
-When any model of a board has a PPI mean, the board is ranked by it (``ranked_by: "ppi"``; a model with
-fewer than two labelled questions has none, and no rank): ``rank`` is 1 + the number of models with a
-higher PPI mean, ``rank_ci`` the percentiles of that rank over the board's question resamples, each
-resample's PPI mean computed with the model's ``lam`` fixed at its point value. The win rate of A over
-B is then the PPI mean of the per-question win points (1 a win, 1/2 a tie, by the judge's scores on the
-shared questions, by the human values on the questions where both are labelled), with its 95% interval;
-the judge-only win rate stays beside it (``judge_win_rate``, ``judge_ci``). With fewer than two questions
-where both are labelled, the PPI win rate is null.
+Both need at least ``min_labels`` labelled questions (default :data:`judge.eval.ppi.MIN_LABELS`, 10):
+below it ``mean`` and ``ci`` are null and ``reason`` says why. Both lie on the rubric's scale: an interval
+is intersected with it and a mean outside it moved to its end, and ``bounded`` lists what was moved
+(:func:`judge.eval.ppi.within`; the leaderboard marks such a cell).
 
-The labelled responses must be a random sample of the scored ones (``judge-data sample`` draws one):
-PPI's means are unbiased only then.
+A board is ranked by the PPI means only when every ranked model has one (``ranked_by: "ppi"``; else by
+the judge, ``ppi_reason`` saying why): ``rank`` is 1 + the number of models with a higher PPI mean,
+``rank_ci`` the percentiles of that rank over the board's question resamples, each resample's PPI mean
+computed with the model's ``lam`` fixed at its point value. The win rate of A over B is then the PPI mean
+of the per-question win points (1 a win, 1/2 a tie, by the judge's scores on the shared questions, by the
+human values on the questions where both are labelled), in [0, 1] with its 95% interval (a rate's: with a
+pseudo-label at each end, :func:`judge.eval.ppi.ppi_mean`'s ``ends``); the judge-only win rate stays beside it (``judge_win_rate``, ``judge_ci``). With fewer than ``min_labels`` questions
+where both are labelled, the PPI win rate is null with the reason.
+
+The labelled responses must be a random sample of the scored ones, and a pair's win rate needs both
+models labelled on the same questions: ``judge-data sample --by question`` draws whole questions (every
+model's response to each drawn question). PPI's means are unbiased only for a random sample.
 """
 
 from __future__ import annotations
@@ -37,9 +43,11 @@ from typing import Any
 import numpy as np
 
 from judge.core.errors import JudgeError
-from judge.eval.ppi import classical_mean, ppi_mean
+from judge.eval.ppi import MIN_LABELS, classical_mean, ppi_mean
 
 LEVEL = 0.95
+#: A win rate's range.
+RATE = (0.0, 1.0)
 #: (model, id) -> criterion -> the mean over the label's annotators
 LabelValues = dict[tuple[str, str], dict[str, float]]
 
@@ -104,26 +112,43 @@ def question_labels(
 
 
 def model_estimates(
-    scores: Mapping[Any, float], human: Mapping[Any, float | None], level: float = LEVEL
+    scores: Mapping[Any, float],
+    human: Mapping[Any, float | None],
+    level: float = LEVEL,
+    *,
+    scale: tuple[float, float] | None = None,
+    min_labels: int = MIN_LABELS,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """``(human, ppi)`` of one model: over its scored questions (``scores``), with the labelled ones'
-    human values."""
+    human values; both inside ``scale``."""
     lab = [q for q in scores if human.get(q) is not None]
     unl = [q for q in scores if human.get(q) is None]
     y = [float(human[q]) for q in lab]  # type: ignore[arg-type]
-    hum = classical_mean(y, level=level)
-    ppi = ppi_mean(y, [scores[q] for q in lab], [scores[q] for q in unl], level=level)
-    return (
-        {"mean": hum.mean, "ci": hum.ci, "n_labelled": hum.n_labelled},
-        {k: v for k, v in ppi.to_dict().items()},
+    hum = classical_mean(y, level=level, bounds=scale, min_labels=min_labels)
+    ppi = ppi_mean(
+        y,
+        [scores[q] for q in lab],
+        [scores[q] for q in unl],
+        level=level,
+        bounds=scale,
+        min_labels=min_labels,
     )
+    h = {"mean": hum.mean, "ci": hum.ci, "n_labelled": hum.n_labelled}
+    for key in ("reason", "bounded"):
+        if (v := hum.to_dict().get(key)) is not None:
+            h[key] = v
+    return h, ppi.to_dict()
 
 
 def ppi_win_rate(
-    judge_points: Mapping[Any, float], human_points: Mapping[Any, float], level: float = LEVEL
+    judge_points: Mapping[Any, float],
+    human_points: Mapping[Any, float],
+    level: float = LEVEL,
+    *,
+    min_labels: int = MIN_LABELS,
 ) -> dict[str, Any]:
-    """The PPI mean of the win points over the shared questions: ``judge_points`` on every shared question,
-    ``human_points`` on those where both models are labelled."""
+    """The PPI mean of the win points over the shared questions, in [0, 1]: ``judge_points`` on every shared
+    question, ``human_points`` on those where both models are labelled."""
     lab = [q for q in judge_points if q in human_points]
     unl = [q for q in judge_points if q not in human_points]
     est = ppi_mean(
@@ -131,8 +156,16 @@ def ppi_win_rate(
         [judge_points[q] for q in lab],
         [judge_points[q] for q in unl],
         level=level,
+        bounds=RATE,
+        min_labels=min_labels,
+        ends=True,
     )
-    return {"win_rate": est.mean, "ci": est.ci, "n_labelled": est.n_labelled, "lam": est.lam}
+    out: dict[str, Any] = {"win_rate": est.mean, "ci": est.ci, "n_labelled": est.n_labelled, "lam": est.lam}
+    if est.reason:
+        out["reason"] = est.reason
+    if est.bounded:
+        out["bounded"] = est.bounded
+    return out
 
 
-__all__ = ["LEVEL", "Labels", "load_labels", "model_estimates", "ppi_win_rate", "question_labels"]
+__all__ = ["LEVEL", "RATE", "Labels", "load_labels", "model_estimates", "ppi_win_rate", "question_labels"]

@@ -37,7 +37,8 @@ score > B's (so ``win_rate(A, B) = 1 - win_rate(B, A)``), with its 95% interval 
 resamples (questions drawn as above); null when they share no question.
 
 With human labels for some responses (``judge-score --labels``), each model also gets its human-only
-and prediction-powered means, and a board with prediction-powered means is ranked by them, its win
+and prediction-powered means (each from at least ``min_labels`` labelled questions, on the rubric's
+scale), and a board where every ranked model has a prediction-powered mean is ranked by them, its win
 rates too (``ranked_by: "ppi"``): :mod:`judge.scoring.labelled` says how.
 
 Written beside the summary (:func:`write_leaderboard`): ``leaderboard.csv`` (one row per board and
@@ -63,6 +64,7 @@ from judge.core.atomic import atomic_write
 from judge.core.rubric import OVERALL
 from judge.core.tables import md_table
 from judge.eval.bootstrap import ClusterBootstrap, percentile_interval, seeded_rng
+from judge.eval.ppi import MIN_LABELS
 from judge.scoring.labelled import Labels, model_estimates, ppi_win_rate, question_labels
 
 #: Bootstrap resamples and seed when none are given (``judge-score``'s defaults).
@@ -101,6 +103,8 @@ LEADERBOARD_COLUMNS = [
     "ppi_ci_low",
     "ppi_ci_high",
     "ppi_lambda",
+    "human_note",
+    "ppi_note",
 ]
 WIN_RATE_COLUMNS = [
     "benchmark",
@@ -121,6 +125,7 @@ WIN_RATE_COLUMNS = [
     "judge_ci_low",
     "judge_ci_high",
     "n_labelled",
+    "note",
 ]
 _CHUNK = 200  # resamples per block of the matrix products (bounds memory on large boards)
 
@@ -136,13 +141,15 @@ def build_leaderboard(
     scale: tuple[int, int] | None = None,
     question_map: Mapping[tuple[str, str, str], str] | None = None,
     labels: Labels | None = None,
+    min_labels: int = MIN_LABELS,
 ) -> dict[str, Any]:
     """The leaderboard of the judge records (see the module doc).
 
     ``question_map``: ``(benchmark, model, id)`` -> the question the item answers, where that is not its
     ``id`` (annotation inputs: each response has its own id and shares a ``question_id``). ``labels``:
     human labels of some responses (:mod:`judge.scoring.labelled`): each model's human-only and
-    prediction-powered means beside its judge-only mean, and ranks and win rates by the latter.
+    prediction-powered means beside its judge-only mean, and ranks and win rates by the latter;
+    ``min_labels``: the labelled questions each of those estimates needs.
 
     Returns ``{"resamples", "seed", "ci_level", "scale", "boards": [...], "skipped": [...]}``; each
     board ``{"benchmark", "group", "level", "basis", "n_questions", "models": [...], "win_rates":
@@ -163,7 +170,16 @@ def build_leaderboard(
     skipped: list[dict[str, Any]] = []
     for benchmark, group in sorted(by_board, key=lambda k: (k[0], k[1] == "all", k[1])):
         board = _board(
-            benchmark, group, by_board[(benchmark, group)], resamples, seed, level, question_map or {}, labels
+            benchmark,
+            group,
+            by_board[(benchmark, group)],
+            resamples,
+            seed,
+            level,
+            question_map or {},
+            labels,
+            (float(scale[0]), float(scale[1])) if scale else None,
+            min_labels,
         )
         (boards if "models" in board else skipped).append(board)
     out: dict[str, Any] = {
@@ -171,6 +187,7 @@ def build_leaderboard(
         "seed": int(seed),
         "ci_level": level,
         "scale": list(scale) if scale else None,
+        **({"min_labels": int(min_labels)} if labels is not None else {}),
         "boards": boards,
         "skipped": skipped,
     }
@@ -223,6 +240,8 @@ def _board(
     level: float,
     question_map: Mapping[tuple[str, str, str], str],
     labels: Labels | None = None,
+    scale: tuple[float, float] | None = None,
+    min_labels: int = MIN_LABELS,
 ) -> dict[str, Any]:
     basis, per_model, used = _question_scores(recs, question_map)
     head = {
@@ -250,13 +269,22 @@ def _board(
     ranked_by, rank_means, rank_boot = "judge", np.asarray(means), boot
     extra: dict[str, dict[str, Any]] = {m: {} for m in ranked}
     human_q: dict[str, dict[Question, float | None]] = {}
+    ppi_reason = None
     if labels is not None:
         human_q = question_labels(used, labels, _question_of(question_map))
         for model in ranked:
             scored = {q: v for q, v in per_model[model].items() if v is not None}
-            hum, ppi = model_estimates(scored, human_q.get(model, {}), level)
+            hum, ppi = model_estimates(
+                scored, human_q.get(model, {}), level, scale=scale, min_labels=min_labels
+            )
             extra[model] = {"human": hum, "ppi": ppi}
-        if any(extra[m]["ppi"]["mean"] is not None for m in ranked):
+        # Ranked by PPI only when every model has a PPI mean: a board never mixes the two kinds of mean.
+        missing = [m for m in ranked if extra[m]["ppi"]["mean"] is None]
+        if missing:
+            ppi_reason = "no prediction-powered mean for " + "; ".join(
+                f"{m} ({extra[m]['ppi']['reason']})" for m in missing
+            )
+        else:
             ranked_by = "ppi"
             rank_means = np.asarray([np.nan if (v := extra[m]["ppi"]["mean"]) is None else v for m in ranked])
             rank_boot = _resampled_ppi(plan, ranked, scores, mask, human_q, extra)
@@ -294,10 +322,11 @@ def _board(
     order = [ranked.index(r["model"]) for r in rows if r["rank"] is not None]
     win_rates = _win_rates(plan, ranked, order, scores, mask, level)
     if ranked_by == "ppi":
-        _ppi_win_rates(win_rates, plan, ranked, scores, mask, human_q, level)
+        _ppi_win_rates(win_rates, plan, ranked, scores, mask, human_q, level, min_labels)
     return {
         **head,
         "ranked_by": ranked_by,
+        **({"ppi_reason": ppi_reason} if ppi_reason else {}),
         "n_questions": plan.n_clusters,
         "models": rows,
         "win_rates": win_rates,
@@ -346,6 +375,7 @@ def _ppi_win_rates(
     mask: np.ndarray,
     human_q: Mapping[str, Mapping[Question, float | None]],
     level: float,
+    min_labels: int = MIN_LABELS,
 ) -> None:
     """Turn the judge-only win rates into PPI win rates, keeping the judge's beside (see
     :mod:`judge.scoring.labelled`)."""
@@ -355,9 +385,7 @@ def _ppi_win_rates(
     for w in win_rates:
         a, b = w["model"], w["opponent"]
         if (b, a) in cache:
-            back = cache[(b, a)]
-            res = {**back, "win_rate": None if back["win_rate"] is None else 1.0 - back["win_rate"],
-                   "ci": [1.0 - back["ci"][1], 1.0 - back["ci"][0]] if back["ci"] else None}  # fmt: skip
+            res = _mirrored(cache[(b, a)])
         else:
             i, j = idx[a], idx[b]
             judge_pts, human_pts = {}, {}
@@ -367,10 +395,26 @@ def _ppi_win_rates(
                 ha, hb = human_q.get(a, {}).get(q), human_q.get(b, {}).get(q)
                 if ha is not None and hb is not None:
                     human_pts[q] = _points(ha, hb)
-            res = ppi_win_rate(judge_pts, human_pts, level)
+            res = ppi_win_rate(judge_pts, human_pts, level, min_labels=min_labels)
         cache[(a, b)] = res
         w.update(judge_win_rate=w["win_rate"], judge_ci=w["ci"], win_rate=res["win_rate"], ci=res["ci"],
                  n_labelled=res["n_labelled"])  # fmt: skip
+        for key in ("reason", "bounded"):
+            if key in res:
+                w[key] = res[key]
+
+
+def _mirrored(res: dict[str, Any]) -> dict[str, Any]:
+    """B's PPI win rate over A from A's over B: ``1 -`` the rate, the interval flipped (so are its bounds)."""
+    flip = {"mean": "mean", "ci_low": "ci_high", "ci_high": "ci_low"}
+    out = {
+        **res,
+        "win_rate": None if res["win_rate"] is None else 1.0 - res["win_rate"],
+        "ci": [1.0 - res["ci"][1], 1.0 - res["ci"][0]] if res["ci"] else None,
+    }
+    if "bounded" in res:
+        out["bounded"] = [flip[b] for b in res["bounded"]]
+    return out
 
 
 def _points(a: float, b: float) -> float:
@@ -495,11 +539,16 @@ def board_title(board: dict[str, Any]) -> str:
     return f"{board['benchmark']}, " + ("all tasks" if group == "all" else f"task {group}")
 
 
+#: The mark of an estimate a range bound moved (explained under the table).
+BOUNDED = "†"
+
+
 def _mean_ci(m: dict[str, Any]) -> str:
     if m.get("mean") is None:
         return "-"
     ci = m["ci"]
-    return _num(m["mean"]) + (f" [{_num(ci[0])}, {_num(ci[1])}]" if ci else "")
+    mark = BOUNDED if m.get("bounded") else ""
+    return _num(m["mean"]) + (f" [{_num(ci[0])}, {_num(ci[1])}]" if ci else "") + mark
 
 
 def board_table(board: dict[str, Any], level: float = LEVEL) -> tuple[list[str], list[list[Any]]]:
@@ -514,7 +563,7 @@ def board_table(board: dict[str, Any], level: float = LEVEL) -> tuple[list[str],
             hum, est = r.get("human") or {}, r.get("ppi") or {}
             row += [
                 _mean_ci(hum) + f" (n={hum.get('n_labelled', 0)})" if hum else "-",
-                _mean_ci(est) if est else "-",
+                (_mean_ci(est) if est.get("mean") is not None else f"- ({est['reason']})") if est else "-",
             ]
         body.append([*row, _rank_range(r["rank_ci"]), r["n"], r["n_unscorable"]])
     means = [f"judge-only mean [{level:.0%} CI]"]
@@ -531,8 +580,17 @@ def board_markdown(board: dict[str, Any], level: float = LEVEL) -> str:
     if board["basis"] != "overall":
         head += "Ranked on the per-question mean of the scored criteria (no `overall` scores here).\n\n"
     if labelled and not ppi:
-        head += "Too few labelled questions for a prediction-powered mean: ranked by the judge.\n\n"
+        head += (
+            "Too few labelled questions for a prediction-powered mean of every model: ranked by the judge "
+            f"({board.get('ppi_reason', '')}).\n\n"
+        )
     parts = [head + md_table(*board_table(board, level))]
+    if _any_bounded(board):
+        parts.append(
+            f"{BOUNDED} an end of the interval (or the mean) fell outside its range (the rubric's scale; [0, 1] "
+            "for a win rate) and was set to the range's end: the interval keeps its coverage, since the true "
+            "value lies in the range."
+        )
     if board["win_rates"]:
         models = [r["model"] for r in board["models"] if r["rank"] is not None]
         cell = {(w["model"], w["opponent"]): w for w in board["win_rates"]}
@@ -545,14 +603,24 @@ def board_markdown(board: dict[str, Any], level: float = LEVEL) -> str:
     return "\n\n".join(parts)
 
 
+def _any_bounded(board: dict[str, Any]) -> bool:
+    models = [x for r in board["models"] for x in (r.get("human") or {}, r.get("ppi") or {})]
+    return any(x.get("bounded") for x in [*models, *board["win_rates"]])
+
+
 def _win_cell(w: dict[str, Any]) -> str:
-    """A win-rate matrix cell: the rate and its questions; a PPI rate also its labelled questions, and the
-    judge-only rate when too few are labelled for PPI."""
+    """A win-rate matrix cell: the rate and its questions; a PPI rate also its interval and labelled
+    questions, and the judge-only rate when too few are labelled for PPI."""
     if "judge_win_rate" not in w:
         return f"{_num(w['win_rate'], 2)} (n={w['n_shared']})"
     if w["win_rate"] is None:
         return f"- (judge only {_num(w['judge_win_rate'], 2)}; n={w['n_shared']}, {w['n_labelled']} labelled)"
-    return f"{_num(w['win_rate'], 2)} (n={w['n_shared']}, {w['n_labelled']} labelled)"
+    ci = w["ci"]
+    mark = BOUNDED if w.get("bounded") else ""
+    return (
+        f"{_num(w['win_rate'], 2)} [{_num(ci[0], 2)}, {_num(ci[1], 2)}]{mark} "
+        f"(n={w['n_shared']}, {w['n_labelled']} labelled)"
+    )
 
 
 def leaderboard_markdown(lb: dict[str, Any], *, compact: bool = False) -> list[str]:
@@ -592,9 +660,12 @@ def leaderboard_markdown(lb: dict[str, Any], *, compact: bool = False) -> list[s
             )
             + ". Beside the judge-only mean: the human-only mean of the labelled questions and the "
             "prediction-powered mean (PPI++: the judge's scores corrected by its error on the labelled questions), "
-            f"each with its normal {lb['ci_level']:.0%} interval. Where a board has prediction-powered means, its "
-            "ranks, rank ranges and win rates follow them (the win rate's labels: questions where both models are "
-            "labelled). Valid only if the labelled responses are a random sample of the scored ones.",
+            f"each with its {lb['ci_level']:.0%} interval (Student's t; PPI's variance by the jackknife), from at "
+            f"least {lb.get('min_labels', MIN_LABELS)} labelled questions. Where every model of a board has a "
+            "prediction-powered mean, its ranks, rank ranges and win rates follow them (the win rate's labels: "
+            "questions where both models are labelled; `judge-data sample --by question` labels every model's "
+            "response to a drawn question). Valid only if the labelled responses are a random sample of the "
+            "scored ones.",
         ]
     parts += ["", "\n\n".join(board_markdown(b, lb["ci_level"]) for b in shown)]
     if len(shown) < len(boards):
@@ -662,7 +733,18 @@ def _estimate_cells(m: dict[str, Any]) -> dict[str, Any]:
         "ppi_ci_low": pci[0],
         "ppi_ci_high": pci[1],
         "ppi_lambda": ppi.get("lam"),
+        "human_note": _note(hum),
+        "ppi_note": _note(ppi),
     }
+
+
+def _note(est: dict[str, Any]) -> str | None:
+    """A CSV cell on an estimate: why there is none, or what a range bound moved."""
+    if est.get("reason"):
+        return str(est["reason"])
+    if est.get("bounded"):
+        return "bounded to its range: " + ", ".join(est["bounded"])
+    return None
 
 
 def win_rate_rows(lb: dict[str, Any]) -> list[dict[str, Any]]:
@@ -683,6 +765,7 @@ def win_rate_rows(lb: dict[str, Any]) -> list[dict[str, Any]]:
                     "judge_ci_low": (w.get("judge_ci") or [None, None])[0],
                     "judge_ci_high": (w.get("judge_ci") or [None, None])[1],
                     "n_labelled": w.get("n_labelled"),
+                    "note": _note(w),
                 }
             )
     return rows

@@ -290,6 +290,7 @@ class RunIdentity(_RunPart):
     rubric_hash: str
     target_format: str | None = None
     calibration: str | None = None  #: fingerprint of the calibration applied (None: the raw read-out)
+    selective: str | None = None  #: fingerprint of the selective thresholds applied (the trusted mark)
 
 
 class RunInput(_RunPart):
@@ -339,6 +340,7 @@ JUDGE_IDENTITY = {
     "rubric_hash": "rubric hash",
     "target_format": "prompt format",
     "calibration": "calibration (fingerprint; None: uncalibrated scores)",
+    "selective": "selective-evaluation thresholds (fingerprint; None: no trusted mark)",
 }
 
 

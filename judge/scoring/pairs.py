@@ -15,7 +15,10 @@ Once both sides are scored, :func:`preference_records` adds one record per pair 
 ``metric="preference"``, ``model="<model_a> vs <model_b>"``, ``score`` = P(A better) + P(tie) / 2 from the
 two score distributions (:func:`judge.models.preference.preference`), ``details`` holding
 ``p_a_better, p_tie, p_b_better, score_a, score_b, score_diff``; unscorable (with the reason) when a
-side is. The summary's ``preferences`` rows (:func:`preference_rows`) give per pair of models, task and
+side is. A calibrated judge's sides carry the calibrated view (:mod:`judge.models.calibration`): the
+preference and ``score_a``/``score_b`` come from the calibrated distributions and their means, as every
+other path computes them; a judge with selective evaluation marks each preference ``trusted`` or not by
+its pairwise threshold (:mod:`judge.models.selective`). The summary's ``preferences`` rows (:func:`preference_rows`) give per pair of models, task and
 criterion the mean preference and the pairs won, tied and lost (preference above, at, below 0.5).
 
 The leaderboard's win rates are not these: they compare the two models' expected ``overall`` scores
@@ -33,6 +36,7 @@ from judge.core.errors import RecordError
 from judge.core.io import InvalidRecordsError, iter_json_records, parse_records
 from judge.core.rubric import OVERALL
 from judge.core.schema import PredictionRecord, ScoreRecord
+from judge.models.preference import record_preference
 
 PAIRS = "pairs"
 METRIC = "preference"
@@ -161,12 +165,11 @@ def pair_of(rec: PredictionRecord | dict[str, Any]) -> dict[str, Any] | None:
 
 
 def preference_records(
-    rows: list[dict[str, Any]], records: list[PredictionRecord], values: list[int]
+    rows: list[dict[str, Any]], records: list[PredictionRecord], values: list[int], selective: Any = None
 ) -> list[ScoreRecord]:
     """One ``preference`` record per pair of ``records`` and criterion scored on both sides (see the module
-    doc); ``rows``: the run's judge records (dicts, as ``scores.jsonl`` holds them)."""
-    from judge.models.preference import preference
-
+    doc); ``rows``: the run's judge records (dicts, as ``scores.jsonl`` holds them); ``selective``: the
+    judge's :class:`~judge.models.selective.Selective`, for the ``trusted`` mark."""
     scores = {
         (r["benchmark"], r["model"], r["id"], r.get("criterion") or OVERALL): r
         for r in rows
@@ -210,22 +213,21 @@ def preference_records(
                 )
                 continue
             assert sa is not None and sb is not None
-            pref = preference(
-                sa["distribution"], sb["distribution"], values, expected=(sa["score"], sb["score"])
-            )
+            pref = record_preference(sa, sb, values)
             details = {**pref.to_dict(), "model_a": a.model, "model_b": b_model}
             details.pop("p_first_better")
-            out.append(ScoreRecord(**common, score=pref.p_first_better, details=details))
+            trusted = selective.trusted_pair(crit, pref.p_first_better) if selective is not None else None
+            out.append(ScoreRecord(**common, score=pref.p_first_better, details=details, trusted=trusted))
     return out
 
 
-def raw_scores(a: dict[str, Any], b: dict[str, Any]) -> tuple[float, float]:
-    """The two records' expected scores as read out (before a calibration): what their distributions give."""
-
-    def raw(r: dict[str, Any]) -> float:
-        return float(r["raw_score"] if r.get("raw_score") is not None else r["score"])
-
-    return raw(a), raw(b)
+def trust_counts(records: list[dict[str, Any]]) -> dict[str, int]:
+    """``n_trusted`` and ``n_escalated`` of records a judge with selective evaluation marked (``trusted``);
+    empty when none is marked."""
+    marks = [r["trusted"] for r in records if r.get("trusted") is not None]
+    if not marks:
+        return {}
+    return {"n_trusted": sum(1 for m in marks if m), "n_escalated": sum(1 for m in marks if not m)}
 
 
 def preference_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -260,6 +262,7 @@ def preference_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "wins": sum(v > 0.5 for v in vals),
                 "ties": sum(v == 0.5 for v in vals),
                 "losses": sum(v < 0.5 for v in vals),
+                **trust_counts(recs),
             }
         )
     return rows

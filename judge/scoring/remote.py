@@ -238,6 +238,8 @@ class JudgeClient:
             out["quantization"] = prov["quantization"]
         if prov.get("calibration"):
             out["calibration"] = prov["calibration"]
+        if prov.get("selective"):
+            out["selective"] = prov["selective"]
         out["server"] = self.url
         return out
 
@@ -522,7 +524,10 @@ class JudgeClient:
                             distribution=s.get("distribution"),
                             argmax=s.get("argmax"),
                             raw_score=s.get("raw_score"),
+                            raw_distribution=s.get("raw_distribution"),
+                            raw_argmax=s.get("raw_argmax"),
                             interval=s.get("interval"),
+                            trusted=s.get("trusted"),
                             details=s.get("details"),
                             producer=dict(producer),
                         )

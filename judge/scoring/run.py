@@ -223,6 +223,7 @@ def _run_info(job: _Job) -> RunInfo:
     )
     if job.client is not None:  # the server's calibration (it always applies the one its judge card names)
         identity.calibration = (job.client.provenance.get("calibration") or {}).get("fingerprint")
+        identity.selective = (job.client.provenance.get("selective") or {}).get("fingerprint")
     return RunInfo(
         identity=identity,
         judge_card=_card_summary(spec),
@@ -303,7 +304,12 @@ def _finish(
     process, after every process finished). Returns the files written and the summary."""
     rows = store.merge()
     # Pairs inputs: the judge's preference between the two sides, once both are scored (in any process).
-    prefs = preference_records(rows, [r for r in job.records if pair_of(r)], job.rubric.scale.values)
+    prefs = preference_records(
+        rows,
+        [r for r in job.records if pair_of(r)],
+        job.rubric.scale.values,
+        job.spec.selective if job.spec is not None else None,
+    )
     if prefs:
         with store:
             store.append(prefs)
@@ -341,6 +347,7 @@ def _finish(
             item_key(r.benchmark, r.model, r.id): q for r in job.records if (q := question_id(r)) != r.id
         },
         labels=job.labels,
+        min_labels=job.cfg.min_labels,
     )
     lab = summary["leaderboard"].get("labels")
     if lab and lab["unmatched"]:

@@ -35,10 +35,11 @@ from judge.core.atomic import atomic_write, write_json
 from judge.core.rubric import OVERALL
 from judge.core.schema import ScoreRecord
 from judge.core.tables import cell, md_table, text_table
+from judge.eval.ppi import MIN_LABELS
 from judge.scoring import leaderboard as lb
 from judge.scoring.labelled import Labels
 from judge.scoring.pairs import METRIC as PREFERENCE
-from judge.scoring.pairs import preference_rows
+from judge.scoring.pairs import preference_rows, trust_counts
 
 JUDGE_SOURCE = "judge toolkit"
 CSV_COLUMNS = [
@@ -115,6 +116,7 @@ def judge_rows(
                     "n_unscorable": len(recs) - len(vals),
                     "source": JUDGE_SOURCE,
                     "reasons": dict(sorted(reasons.items())),
+                    **trust_counts(recs),
                 }
             )
     return rows
@@ -196,6 +198,7 @@ def build_summary(
     leaderboard_seed: int = lb.SEED,
     questions: dict[tuple[str, str, str], str] | None = None,
     labels: Labels | None = None,
+    min_labels: int = MIN_LABELS,
 ) -> dict[str, Any]:
     """Everything ``summary.json`` holds; ``leaderboard_*``: the leaderboard's bootstrap resamples and seed;
     ``questions``: the question of each item whose id is not it (see :func:`judge.scoring.leaderboard.build_leaderboard`);
@@ -207,6 +210,7 @@ def build_summary(
             "records": len(records),
             "by_metric": dict(sorted(by_metric.items())),
             "unscorable": sum(1 for r in records if r.get("score") is None),
+            **{k.removeprefix("n_"): v for k, v in trust_counts(records).items()},
         },
         "judge": judge_rows(records, scale, criteria),
         "metrics": metric_rows(records),
@@ -219,6 +223,7 @@ def build_summary(
             scale=scale,
             question_map=questions,
             labels=labels,
+            min_labels=min_labels,
         ),
         "unscorable": unscorable_table(records),
         "skipped_invalid": skipped_invalid or [],
@@ -329,6 +334,15 @@ def render_markdown(summary: dict[str, Any], *, compact: bool = False) -> str:
         f"{c.get('records', 0)} score records ({cell(c.get('by_metric') or {})}); "
         f"{c.get('unscorable', 0)} unscorable.",
     ]
+    if "trusted" in c:
+        sel = (run.get("identity") or {}).get("selective")
+        parts += [
+            "",
+            f"Selective evaluation: {c['trusted']} scores trusted, {c['escalated']} escalated to a human (the "
+            "judge's confidence below its threshold; judge-calibrate --selective"
+            + (f", thresholds {str(sel)[:12]}" if sel else "")
+            + "). Trusted and escalated per model and criterion in summary.csv (n_trusted, n_escalated).",
+        ]
     if summary.get("judge"):
         parts += [
             "",

@@ -10,7 +10,10 @@ One route, two answers:
   encoding, tile fitting and :class:`~judge.models.readout.ExpectedScorer`), so ``judge.expected`` is
   ``/v1/score``'s score for that item and criterion. With ``logprobs`` the one token is the score, its
   ``top_logprobs`` the scale values, at their full-vocabulary log-probabilities
-  (``log(distribution * scale_mass)``).
+  (``log(distribution * scale_mass)``). A calibrated judge answers with its calibrated view throughout
+  (content, ``expected``, ``argmax``, ``distribution``, logprobs: what ``/v1/score`` gives), its read-out
+  in ``judge.raw_expected``, ``raw_argmax``, ``raw_distribution``, with the ``interval``; a judge with
+  selective evaluation adds ``judge.trusted``.
 * **Any other conversation**: greedy generation with the judge model, its prompt rendered with the
   processor's chat template and images expanded exactly as the scorer does
   (:func:`~judge.models.readout.encode_prompts`). It is never taken for a score: the reply's ``judge``
@@ -187,6 +190,17 @@ def _score(service: JudgeService, req: ChatRequest, match: JudgeMatch) -> Answer
             "distribution": dist,
             "scale": values,
             "scale_mass": mass,
+            **(
+                {
+                    "interval": rec.interval,
+                    "raw_expected": rec.raw_score,
+                    "raw_argmax": rec.raw_argmax,
+                    "raw_distribution": rec.raw_distribution,
+                }
+                if rec.interval is not None
+                else {}
+            ),
+            **({"trusted": rec.trusted} if rec.trusted is not None else {}),
         },
     )
 

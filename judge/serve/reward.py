@@ -17,7 +17,8 @@ scale or ``unit`` (scaled to [0, 1]). Items go through the batcher ``/v1/score``
 ``/v1/score``'s score of the same item. An item that cannot be scored (an image refused, a prompt over the
 context budget, an empty question) gets the fallback reward and ``judge_unscorable`` 1 in ``extra_logs``;
 it never fails the batch. What is wrong with the request as a whole (lengths that differ, an unknown
-criterion) is a 4xx naming the field.
+criterion) is a 4xx naming the field. A judge with selective evaluation adds each item's ``trusted`` mark
+to ``judge.items``.
 """
 
 from __future__ import annotations
@@ -176,7 +177,10 @@ def answer(
             score = float(outcome.score)
             rewards.append(score if scale == "raw" else (score - lo) / (hi - lo))
             flags.append(0.0)
-            details.append({"status": "ok", "score": score, "reason": None})
+            details.append(
+                {"status": "ok", "score": score, "reason": None}
+                | ({"trusted": outcome.trusted} if outcome.trusted is not None else {})
+            )
         else:
             reason = images.scrub(outcome if isinstance(outcome, str) else outcome.reason)
             status = "unscorable" if isinstance(outcome, str) else outcome.status

@@ -364,6 +364,7 @@ class JudgeService:
             "target_format": self.spec.target_format,
             "quantization": self.spec.quantization,
             "calibration": self.spec.calibration.producer() if self.spec.calibration is not None else None,
+            **({"selective": self.spec.selective.producer()} if self.spec.selective is not None else {}),
         }
 
     def limits(self) -> dict[str, Any]:
@@ -481,17 +482,24 @@ class JudgeService:
         return time.monotonic() + budget
 
 
+#: A calibrated judge's fields of an answer, beside its calibrated view (``score``, ``argmax``, ``distribution``).
+_CALIBRATED = ("interval", "raw_score", "raw_argmax", "raw_distribution")
+
+
 def result_of(rec: PredictionRecord, records: list[ScoreRecord], images: RequestImages) -> dict[str, Any]:
-    """One item's answer: per criterion the expected score, argmax, distribution, status, reason (in the
-    client's own terms: ``images`` names its files as the client did) and the details ``judge-score`` writes
-    (``reason_code`` of an unscorable one; ``num_tokens``, ``scale_mass``)."""
+    """One item's answer: per criterion the expected score, argmax, distribution (a calibrated judge's
+    calibrated view, its read-out under ``raw_``-names, and the interval), the ``trusted`` mark of a judge with
+    selective evaluation, status, reason (in the client's own terms: ``images`` names its files as the client
+    did) and the details ``judge-score`` writes (``reason_code`` of an unscorable one; ``num_tokens``,
+    ``scale_mass``)."""
     scores = {}
     for r in records:
         scores[r.criterion or ""] = {
             "score": r.score,
             "argmax": r.argmax,
             "distribution": r.distribution,
-            **({"raw_score": r.raw_score, "interval": r.interval} if r.interval is not None else {}),
+            **({k: getattr(r, k) for k in _CALIBRATED} if r.interval is not None else {}),
+            **({"trusted": r.trusted} if r.trusted is not None else {}),
             "status": r.status,
             "reason": images.scrub(r.reason),
             "details": r.details,

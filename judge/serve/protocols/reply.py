@@ -18,7 +18,6 @@ from __future__ import annotations
 from typing import Any
 
 from judge.core.schema import PredictionRecord, ScoreRecord
-from judge.models.calibration import temper
 from judge.models.preference import record_preference
 from judge.serve.chat import Answer, holding_model, safe_log
 from judge.serve.chat_request import ChatRequest
@@ -153,16 +152,6 @@ def _score(
     return outcome, records
 
 
-def calibrated_distribution(service: JudgeService, rec: ScoreRecord) -> list[float] | None:
-    """The record's distribution as calibrated: tempered under a temperature calibration, the read-out
-    without one; None under an isotonic calibration, which maps the expected score, not the distribution."""
-    cal = service.spec.calibration
-    if cal is None:
-        return list(rec.distribution or [])
-    _, cc = cal.lookup(rec.criterion)
-    return temper(rec.distribution or [], cc.temperature) if cc.temperature is not None else None
-
-
 def _note(
     service: JudgeService, proto: Protocol, task: Task, family: str, criteria: list[str], outcome: Outcome
 ) -> str:
@@ -207,7 +196,7 @@ def _logprobs(
     if task.mode != "point" or rng is None or task.options.get("strict") or task.options.get("choices"):
         return None
     lo, hi = rng
-    probs = integer_distribution(outcome.readings[0], calibrated_distribution(service, records[0]), lo, hi)
+    probs = integer_distribution(outcome.readings[0], records[0].distribution, lo, hi)
     value = integer_scale(outcome.readings[0], lo, hi)  # what every integer answer renders
     ranked = sorted(probs, key=lambda k: -probs[k])[: max(top, 0)]
 
@@ -217,4 +206,4 @@ def _logprobs(
     return [{**entry(value), "top_logprobs": [entry(k) for k in ranked]}]
 
 
-__all__ = ["calibrated_distribution", "respond"]
+__all__ = ["respond"]

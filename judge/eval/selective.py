@@ -1,0 +1,278 @@
+"""Fitting selective evaluation (``judge-calibrate --selective``): the confidence thresholds above which the
+judge's scores agree with humans at a guaranteed rate; applying them is :mod:`judge.models.selective`'s.
+
+The guarantee (Jung, Brahman and Choi, "Trust or Escalate", ICLR 2025): for a target agreement ``1 - alpha``
+and an error rate ``delta``, the threshold ``lambda_hat`` is chosen on labelled items so that
+
+    P( agreement of the judge with the humans on new items with confidence >= lambda_hat  <  1 - alpha )  <=  delta,
+
+the probability being over the draw of the labelled items, the new items exchangeable with them.
+
+How (:func:`fixed_sequence_threshold`): a fixed grid of thresholds over the confidence's range, tested from
+the most confident down. At threshold ``lambda`` the ``n`` labelled items with confidence ``>= lambda``
+hold ``k`` disagreements; the null hypothesis "the disagreement rate above ``lambda`` exceeds ``alpha``"
+has the exact binomial p-value ``P(Binomial(n, alpha) <= k)``. Going down the grid, every threshold whose
+p-value is at most ``delta`` is accepted, and the first that is not stops the test (fixed-sequence
+testing: no correction for the number of thresholds, since each is tested only if all above it passed);
+``lambda_hat`` is the last accepted (None: none was, every score is escalated). Thresholds that keep fewer
+than :data:`START` items (or fewer than any test could accept: ``(1 - alpha)^n > delta``) are passed over,
+not tested: at the top of a fine grid a handful of items would stop the test on one disagreement. Which
+thresholds are passed over depends on the confidences only, not on the agreements; the guarantee is
+checked empirically (``tests/test_selective.py``: over many random calibration/test splits of synthetic
+data whose agreement is known, the promise failed in at most ``delta`` of them).
+
+What it is fitted on: the calibration's conformal part (:func:`judge.eval.calibration.conformal_part`), the
+labelled items the calibration maps were not fitted on, in their calibrated view; one threshold per
+criterion with at least ``min_items`` of them, and a pooled one (``*``) for the other criteria, whose
+guarantee holds on average over them. Pairwise, the pairs of responses to one question that the annotators'
+majority orders (each annotator who rated both votes; a tied vote leaves the pair out).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from itertools import combinations
+from typing import Any
+
+import numpy as np
+
+from judge.core.errors import JudgeError
+from judge.eval.calibration import LabelledScore, conformal_part
+from judge.models.calibration import POOLED, Calibration
+from judge.models.preference import preference
+from judge.models.selective import (
+    PAIRWISE_RANGE,
+    POINTWISE_CONFIDENCE,
+    Selective,
+    SelectiveRule,
+    pair_confidence,
+)
+
+#: Thresholds in a grid over the confidence's range.
+GRID = 200
+#: Thresholds keeping fewer labelled items than this are passed over: at the top of the grid a handful of
+#: items would stop the test on one disagreement before it reaches the sets it could accept.
+START = 30
+
+
+def min_testable(alpha: float, delta: float) -> int:
+    """The fewest items a threshold can be accepted on: all agreeing gives the p-value ``(1 - alpha)^n``."""
+    return math.ceil(math.log(delta) / math.log(1.0 - alpha) - 1e-9)
+
+
+def fixed_sequence_threshold(
+    confidence: Sequence[float],
+    agree: Sequence[bool],
+    alpha: float,
+    delta: float,
+    grid: Sequence[float],
+    start: int = START,
+) -> SelectiveRule:
+    """The threshold of the module doc over ``grid`` (tested from its largest value down); thresholds that
+    keep fewer than ``start`` items (or than any test could accept) are passed over."""
+    from scipy.stats import binom
+
+    c = np.asarray(confidence, dtype=float)
+    wrong = ~np.asarray(agree, dtype=bool)
+    order = np.argsort(-c, kind="stable")
+    c_desc, errors = c[order], np.concatenate([[0], np.cumsum(wrong[order])])
+    lams = np.asarray(sorted(grid, reverse=True), dtype=float)
+    # n(lambda): the items with confidence >= lambda (1e-12 slack), k(lambda) their disagreements.
+    n = np.searchsorted(-c_desc, -(lams - 1e-12), side="right")
+    k = errors[n]
+    least = min(max(min_testable(alpha, delta), start), c.size)
+    tested = n >= max(least, 1)
+    p = np.ones_like(lams)
+    p[tested] = binom.cdf(k[tested], n[tested], alpha)
+    best = None
+    for i in np.nonzero(tested)[0]:
+        if p[i] > delta:
+            break
+        best = i
+    if best is None or n[best] < min_testable(alpha, delta):
+        return SelectiveRule(threshold=None, n=int(c.size), n_trusted=0, agreement=None, p_value=None)
+    return SelectiveRule(
+        threshold=float(lams[best]),
+        n=int(c.size),
+        n_trusted=int(n[best]),
+        agreement=1.0 - int(k[best]) / int(n[best]),
+        p_value=float(p[best]),
+    )
+
+
+def grid_over(bounds: tuple[float, float], n: int = GRID) -> list[float]:
+    return [float(v) for v in np.linspace(bounds[0], bounds[1], n + 1)]
+
+
+def pointwise_data(
+    items: Sequence[LabelledScore], cal: Calibration, tolerance: float, measure: str
+) -> list[tuple[str, float, bool]]:
+    """Per item ``(criterion, confidence, agrees)``: in the calibrated view, agreement is the calibrated
+    score within ``tolerance`` of the human mean."""
+    fn, _ = POINTWISE_CONFIDENCE[measure]
+    out = []
+    for s in items:
+        v = cal.apply(s.criterion, s.raw, s.distribution)
+        out.append(
+            (
+                s.criterion,
+                fn(v.distribution, v.score, cal.scale, tolerance),
+                abs(v.score - s.human) <= tolerance + 1e-9,
+            )
+        )
+    return out
+
+
+def human_preference(a: LabelledScore, b: LabelledScore) -> int:
+    """The annotators' majority preference: 1 for ``a``, -1 for ``b``, 0 for a tie. Each annotator who rated
+    both votes; without one in common, the mean scores decide."""
+    ra, rb = (
+        dict(zip(a.annotators, a.ratings, strict=False)),
+        dict(zip(b.annotators, b.ratings, strict=False)),
+    )
+    both = sorted(set(ra) & set(rb))
+    if both:
+        votes = sum(int(np.sign(ra[n] - rb[n])) for n in both)
+    else:
+        votes = int(np.sign(a.human - b.human))
+    return int(np.sign(votes))
+
+
+def pairwise_data(items: Sequence[LabelledScore], cal: Calibration) -> list[tuple[str, float, bool]]:
+    """Per pair of responses to one question and criterion that the annotators order, ``(criterion,
+    confidence, agrees)``: the judge agrees when its preference from the calibrated distributions points
+    the annotators' way (a preference of exactly 1/2 never agrees)."""
+    by: dict[tuple[str, str], list[LabelledScore]] = defaultdict(list)
+    for s in items:
+        by[(s.question_id, s.criterion)].append(s)
+    out = []
+    for (_, crit), group in sorted(by.items()):
+        for a, b in combinations(sorted(group, key=lambda s: s.id), 2):
+            h = human_preference(a, b)
+            if h == 0:
+                continue
+            va = cal.apply(crit, a.raw, a.distribution)
+            vb = cal.apply(crit, b.raw, b.distribution)
+            p = preference(va.distribution, vb.distribution, cal.scale).p_first_better
+            judge = 0 if p == 0.5 else (1 if p > 0.5 else -1)
+            out.append((crit, pair_confidence(p), judge == h))
+    return out
+
+
+def _rules(
+    data: Sequence[tuple[str, float, bool]],
+    alpha: float,
+    delta: float,
+    grid: Sequence[float],
+    min_items: int,
+) -> dict[str, SelectiveRule]:
+    """A rule per criterion with ``min_items`` or more, and the pooled rule over the others (over all when
+    every criterion has its own, for a criterion never seen)."""
+    by: dict[str, list[tuple[float, bool]]] = defaultdict(list)
+    for crit, c, ok in data:
+        by[crit].append((c, ok))
+    own = sorted(k for k, v in by.items() if len(v) >= min_items)
+    rest = [(c, ok) for crit, c, ok in data if crit not in own] or [(c, ok) for _, c, ok in data]
+    out = {}
+    for key, rows in [*((k, by[k]) for k in own), (POOLED, rest)]:
+        out[key] = fixed_sequence_threshold([r[0] for r in rows], [r[1] for r in rows], alpha, delta, grid)
+    return out
+
+
+def fit_selective(
+    scores: Sequence[LabelledScore],
+    cal: Calibration,
+    *,
+    agreement: float = 0.9,
+    delta: float = 0.1,
+    tolerance: float = 1.0,
+    confidence: str = "mass",
+    min_items: int | None = None,
+) -> Selective:
+    """The selective-evaluation thresholds of a calibrated judge (see the module doc); ``scores``: the labelled
+    items the calibration was fitted on (its conformal part is taken from them)."""
+    if not 0 < agreement < 1 or not 0 < delta < 1:
+        raise JudgeError(f"`agreement` {agreement} and `delta` {delta} must lie between 0 and 1")
+    if confidence not in POINTWISE_CONFIDENCE:
+        raise JudgeError(f"`confidence` {confidence!r} is not one of {', '.join(POINTWISE_CONFIDENCE)}")
+    part = conformal_part(cal, scores)
+    if not part:
+        raise JudgeError("selective evaluation needs the calibration's held-out items; none are labelled")
+    alpha = 1.0 - agreement
+    least = min_items if min_items is not None else cal.min_items
+    points = pointwise_data(part, cal, tolerance, confidence)
+    pairs = pairwise_data(part, cal)
+    fitted_on: dict[str, Any] = {
+        "part": "the calibration's conformal part (held out from its maps)",
+        "items": len(points),
+        "pairs": len(pairs),
+        "questions": len({s.question_id for s in part}),
+        "min_items": least,
+        "grid": GRID,
+        "min_testable": min_testable(alpha, delta),
+    }
+    return Selective(
+        agreement=agreement,
+        delta=delta,
+        tolerance=tolerance,
+        confidence=confidence,
+        scale=list(cal.scale),
+        calibration=cal.fingerprint(),
+        pointwise=_rules(points, alpha, delta, grid_over(POINTWISE_CONFIDENCE[confidence][1]), least),
+        pairwise=_rules(pairs, alpha, delta, grid_over(PAIRWISE_RANGE), least) if pairs else {},
+        fitted_on=fitted_on,
+        created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    )
+
+
+def format_selective(sel: Selective) -> str:
+    """What ``judge-calibrate --selective`` prints: each threshold and what it keeps of the labelled items."""
+    from judge.core.tables import text_table
+
+    def rows(rules: dict[str, SelectiveRule]) -> list[list[str]]:
+        return [
+            [
+                key,
+                "none (all escalated)" if r.threshold is None else f"{r.threshold:.3f}",
+                str(r.n),
+                f"{r.n_trusted} ({r.n_trusted / r.n:.0%})" if r.n else "0",
+                "-" if r.agreement is None else f"{r.agreement:.3f}",
+                "-" if r.p_value is None else f"{r.p_value:.3g}",
+            ]
+            for key, r in rules.items()
+        ]
+
+    head = ["criterion", "threshold", "items", "trusted", "agreement on trusted", "p-value"]
+    lines = [
+        f"Selective evaluation: agreement >= {sel.agreement:.0%} on trusted scores with probability >= "
+        f"{1 - sel.delta:.0%} (fixed-sequence testing on the {sel.fitted_on.get('items')} held-out items of the "
+        f"calibration). Pointwise: calibrated score within {sel.tolerance:g} of the human mean; confidence "
+        f"{sel.confidence!r}:",
+        text_table(head, rows(sel.pointwise)),
+    ]
+    if sel.pairwise:
+        lines += [
+            f"Pairwise ({sel.fitted_on.get('pairs')} pairs the annotators order): the judge prefers the annotators' "
+            "majority's response; confidence max(p, 1 - p):",
+            text_table(
+                ["criterion", "threshold", "pairs", "trusted", "agreement on trusted", "p-value"],
+                rows(sel.pairwise),
+            ),  # fmt: skip
+        ]
+    return "\n".join(lines)
+
+
+__all__ = [
+    "GRID",
+    "fit_selective",
+    "fixed_sequence_threshold",
+    "format_selective",
+    "grid_over",
+    "human_preference",
+    "min_testable",
+    "pairwise_data",
+    "pointwise_data",
+]
