@@ -40,7 +40,7 @@ SCRIPTS = Path(__file__).resolve().parent
 if str(SCRIPTS) not in sys.path:
     sys.path.insert(0, str(SCRIPTS))
 
-from bench_huge_images import REPO, memory, run_facts, server  # noqa: E402
+from bench_huge_images import REPO, memory, run_facts, server, write_result  # noqa: E402
 
 from judge.testing.image_bombs import BOMBS  # noqa: E402
 
@@ -233,9 +233,7 @@ def main(argv: list[str] | None = None) -> int:
         "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(a).items()},
         "results": results,
     }
-    a.out.parent.mkdir(parents=True, exist_ok=True)
-    a.out.write_text(json.dumps(out, indent=2) + "\n")
-    print(f"wrote {a.out}")
+    write_result(a.out, out)
     return 0
 
 

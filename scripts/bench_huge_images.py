@@ -62,6 +62,13 @@ def run_facts(script: str, argv: list[str] | None) -> dict:
     }
 
 
+def write_result(path: Path, result: dict) -> None:
+    """Write a run's result JSON (its folder made) and say where."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"wrote {path}")
+
+
 def items(n: int) -> list[dict]:
     """``n`` demo records with images, their images as data URLs."""
     out = []
@@ -225,9 +232,7 @@ def main(argv: list[str] | None = None) -> int:
         "body_bytes": sizes,
         "results": results,
     }
-    a.out.parent.mkdir(parents=True, exist_ok=True)
-    a.out.write_text(json.dumps(out, indent=2) + "\n")
-    print(f"wrote {a.out}")
+    write_result(a.out, out)
     return 0
 
 

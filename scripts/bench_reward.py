@@ -32,7 +32,7 @@ import httpx
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "scripts"))
 
-from bench_huge_images import run_facts, server  # noqa: E402  (the same server start-up and run facts)
+from bench_huge_images import run_facts, server, write_result  # noqa: E402  (the same server start-up and run facts)
 
 CHATML = "<|im_start|>user\n{q}<|im_end|>\n<|im_start|>assistant\n"
 
@@ -127,9 +127,7 @@ def main(argv: list[str] | None = None) -> int:
         "reward_over_score_paired": ratios,
         "max_abs_reward_minus_score": max_diff,
     }
-    a.out.parent.mkdir(parents=True, exist_ok=True)
-    a.out.write_text(json.dumps(out, indent=2) + "\n")
-    print(f"wrote {a.out}")
+    write_result(a.out, out)
     return 0
 
 

@@ -430,6 +430,11 @@ class JudgeEngine:
     def _unscorable(self, item: _Item, reason: str, code: str) -> list[ScoreRecord]:
         return [self._record(item.rec, c, reason=reason, code=code) for c in item.criteria]
 
+    def _too_long(self, item: _Item, what: str) -> list[ScoreRecord]:
+        room = f" minus {self.max_new_tokens + 8} for the rationale" if self.rationale else ""
+        reason = f"{what}, over the context budget of {self.max_tokens}{room} (--max-tokens)"
+        return self._unscorable(item, reason, "too_long")
+
     # -- encoding
     def _request(self, item: _Item, key: Any):
         from judge.models.readout import ScoreRequest
@@ -464,13 +469,7 @@ class JudgeEngine:
         budget = self.max_tokens - (self.max_new_tokens + 8 if self.rationale else 0)
         over = text_tokens_over(self.processor.tokenizer, record_texts(rec), budget)
         if over is not None:  # found from prefixes: a huge text costs no more than one that just fits
-            room = f" minus {self.max_new_tokens + 8} for the rationale" if self.rationale else ""
-            return self._unscorable(
-                item,
-                f"the item's text alone is more than {over} tokens, over the context budget of "
-                f"{self.max_tokens}{room} (--max-tokens)",
-                "too_long",
-            )
+            return self._too_long(item, f"the item's text alone is more than {over} tokens")
         request, refs = self._request(item, key)
         try:
             for ref in refs:
@@ -494,13 +493,7 @@ class JudgeEngine:
         if enc.max_len > budget:
             self._close(item)
             one_tile = " even with one tile per image" if request.images and self._base_tiles else ""
-            room = f" minus {self.max_new_tokens + 8} for the rationale" if self.rationale else ""
-            return self._unscorable(
-                item,
-                f"the prompt is {enc.max_len} tokens{one_tile}, over the context budget of "
-                f"{self.max_tokens}{room} (--max-tokens)",
-                "too_long",
-            )
+            return self._too_long(item, f"the prompt is {enc.max_len} tokens{one_tile}")
         if not self.rationale:
             # Pixels are computed; the decoded images are not needed any more.
             self._close(item)

@@ -37,25 +37,24 @@ class Binary(Protocol):
     answer = "the prompt's positive or negative token alone (1/0, Yes/No)"
     scale = "binary"
 
+    #: what the prompt says the two tokens are; the texts that mark it; its fields' heads and its end
     _OUTPUT = re.compile(r"You must output (\S+) for fully correct answers and (\S+) for any other case")
+    _MARKERS = ("You are a strict evaluator assessing answer correctness.", "Model Prediction:")
+    _FIELDS = [
+        r"Question:\n```\n",
+        r"\n```\s*Ground Truth Answer:\n```\n",
+        r"\n```\s*Model Prediction:\n```\n",
+    ]
+    _END = r"\n```\s*#"
 
     def match(self, prompt: Prompt) -> bool:
-        t = prompt.text
-        return "You are a strict evaluator assessing answer correctness." in t and "Model Prediction:" in t
+        return all(m in prompt.text for m in self._MARKERS)
 
     def extract(self, prompt: Prompt, rubric: Rubric) -> Task:
         m = self._OUTPUT.search(prompt.text)
         if m is None:
             raise ProtocolError("the prompt does not say which tokens mean correct and incorrect")
-        spans = fields(
-            prompt,
-            [
-                r"Question:\n```\n",
-                r"\n```\s*Ground Truth Answer:\n```\n",
-                r"\n```\s*Model Prediction:\n```\n",
-            ],
-            end=r"\n```\s*#",
-        )
+        spans = fields(prompt, self._FIELDS, end=self._END)
         return Task(
             mode="point",
             question=prompt.content(*spans[0]) + prompt.images_outside(spans),
@@ -70,31 +69,15 @@ class Binary(Protocol):
 
 
 class Correctness(Binary):
+    """lmms-eval's correctness prompt: the binary one's reading, with its own markers and fields."""
+
     name = "lmms-eval-correctness"
     answer = 'the prompt\'s positive or negative token alone ("Yes"/"No")'
 
     _OUTPUT = re.compile(r'Return only "([^"]+)" if the solution is correct or "([^"]+)" if it is incorrect')
-
-    def match(self, prompt: Prompt) -> bool:
-        t = prompt.text
-        return "You are given a question, the solution and the correct answer." in t and "Solution:" in t
-
-    def extract(self, prompt: Prompt, rubric: Rubric) -> Task:
-        m = self._OUTPUT.search(prompt.text)
-        if m is None:
-            raise ProtocolError("the prompt does not say which tokens mean correct and incorrect")
-        spans = fields(
-            prompt,
-            [r"Question:\s*\n", r"\n-{8,}\nCorrect Answer:\n", r"\n-{8,}\nSolution:\s*\n"],
-            end=r"\n-{8,}\s*$",
-        )
-        return Task(
-            mode="point",
-            question=prompt.content(*spans[0]) + prompt.images_outside(spans),
-            responses=[prompt.content(*spans[2])],
-            reference=prompt.content(*spans[1]),
-            options={"positive": m.group(1), "negative": m.group(2)},
-        )
+    _MARKERS = ("You are given a question, the solution and the correct answer.", "Solution:")
+    _FIELDS = [r"Question:\s*\n", r"\n-{8,}\nCorrect Answer:\n", r"\n-{8,}\nSolution:\s*\n"]
+    _END = r"\n-{8,}\s*$"
 
 
 class Comparative(Protocol):
