@@ -14,7 +14,8 @@ from judge.cli.score import main
 from judge.core.errors import ConfigError
 from judge.eval.bootstrap import ClusterBootstrap, seeded_rng
 from judge.scoring import ScoreConfig
-from judge.scoring.leaderboard import LEADERBOARD_COLUMNS, WIN_RATE_COLUMNS, build_leaderboard
+from judge.scoring.leaderboard import build_leaderboard
+from judge.scoring.leaderboard_files import LEADERBOARD_COLUMNS, WIN_RATE_COLUMNS
 from judge.scoring.summary import build_summary, render_markdown, write_summary
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "predictions"

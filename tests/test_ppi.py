@@ -12,7 +12,8 @@ import pytest
 from judge.eval.bootstrap import ClusterBootstrap, seeded_rng
 from judge.eval.ppi import classical_mean, power_tuning, ppi_mean
 from judge.scoring.labelled import Labels, load_labels
-from judge.scoring.leaderboard import LEADERBOARD_COLUMNS, WIN_RATE_COLUMNS, _resampled_ppi, build_leaderboard
+from judge.scoring.leaderboard import _resampled_ppi, build_leaderboard
+from judge.scoring.leaderboard_files import LEADERBOARD_COLUMNS, WIN_RATE_COLUMNS
 from judge.scoring.summary import build_summary, render_markdown, write_summary
 
 

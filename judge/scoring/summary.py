@@ -37,6 +37,7 @@ from judge.core.schema import ScoreRecord
 from judge.core.tables import cell, md_table, text_table
 from judge.eval.ppi import MIN_LABELS
 from judge.scoring import leaderboard as lb
+from judge.scoring import leaderboard_files as lbf
 from judge.scoring.labelled import Labels
 from judge.scoring.pairs import METRIC as PREFERENCE
 from judge.scoring.pairs import preference_rows, trust_counts
@@ -353,7 +354,7 @@ def render_markdown(summary: dict[str, Any], *, compact: bool = False) -> str:
             "",
         ]
         parts += ["\n\n".join(judge_tables(summary["judge"]))]
-    parts += lb.leaderboard_markdown(summary.get("leaderboard") or {}, compact=compact)
+    parts += lbf.leaderboard_markdown(summary.get("leaderboard") or {}, compact=compact)
     mrows = summary.get("metrics") or []
     if mrows:
         parts += [
@@ -466,10 +467,10 @@ def render_console(summary: dict[str, Any]) -> str:
     ]
     for board in (summary.get("leaderboard") or {}).get("boards") or []:
         if board["group"] == "all":
-            header, rows = lb.board_table(board)
+            header, rows = lbf.board_table(board)
             parts += [
                 "",
-                f"leaderboard, {lb.board_title(board)}:",
+                f"leaderboard, {lbf.board_title(board)}:",
                 text_table(header, [[cell(x) for x in r] for r in rows]),
             ]
     overall = [r for r in summary.get("metrics") or [] if r["level"] == "overall" and r["mode"] != "judge"]
@@ -520,13 +521,13 @@ def render_console(summary: dict[str, Any]) -> str:
 
 def write_summary(out_dir: str | Path, summary: dict[str, Any]) -> dict[str, str]:
     """Write ``summary.json``, ``summary.csv`` and ``summary.md`` atomically, and the leaderboard's files
-    when it has boards (:func:`judge.scoring.leaderboard.write_leaderboard`); returns their paths by key
+    when it has boards (:func:`judge.scoring.leaderboard_files.write_leaderboard`); returns their paths by key
     (``json``, ``csv``, ``md``, then ``leaderboard_csv``, ``win_rates_csv``, ``leaderboard_png``)."""
     out_dir = Path(out_dir)
     paths = {k: str(out_dir / f"summary.{k}") for k in ("json", "csv", "md")}
-    paths.update(lb.write_leaderboard(out_dir, summary.get("leaderboard") or {}))
+    paths.update(lbf.write_leaderboard(out_dir, summary.get("leaderboard") or {}))
     files = summary.setdefault("files", {})
-    for key in lb.FILES:  # a rewritten summary names only the files it wrote
+    for key in lbf.FILES:  # a rewritten summary names only the files it wrote
         files.pop(key, None)
     files.update(paths)
     write_json(paths["json"], summary)
