@@ -231,6 +231,8 @@ def run_config(
 
     quant, gc_on, packed = CONFIGS[name]
     cuda = device.startswith("cuda")
+    # The untimed part (set-up, loader workers, kernels' first compiles) is reported too.
+    t_config = time.perf_counter()
     if gc_on:
         # What the Trainer does with gradient_checkpointing: true and judge-train's kwargs.
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
@@ -295,6 +297,7 @@ def run_config(
             if step == args.warmup_steps:
                 bs.sync(device)
                 t_start = t_last = time.perf_counter()
+                result["setup_and_warmup_seconds"] = t_start - t_config
             batch = next(it)
             if step >= args.warmup_steps:
                 f, f6, n, k = step_flops(batch, fm, lora_params)
@@ -317,8 +320,14 @@ def run_config(
         bs.sync(device)
         sec = time.perf_counter() - t_start
     except torch.cuda.OutOfMemoryError as e:
-        result.update({"error": f"out of memory: {str(e).splitlines()[0]}", **bs.peak_memory(device)})
-        print(f"  {name}: out of memory", file=sys.stderr)
+        result.update(
+            {
+                "error": f"out of memory: {str(e).splitlines()[0]}",
+                "seconds_until_error": time.perf_counter() - t_config,
+                **bs.peak_memory(device),
+            }
+        )
+        print(f"  {name}: out of memory after {result['seconds_until_error']:.1f} s", file=sys.stderr)
         return result
     finally:
         del opt, loader, it
@@ -662,7 +671,8 @@ def main(argv: list[str] | None = None) -> int:
                     runs[name].append(r)
                     if "error" not in r:
                         print(
-                            f"  {name} run {rep + 1}: {r['seconds']:.2f} s, {r['tokens_per_s']:.4g} tokens/s, "
+                            f"  {name} run {rep + 1}: {r['seconds']:.2f} s after "
+                            f"{r['setup_and_warmup_seconds']:.1f} s of set-up and warm-up, {r['tokens_per_s']:.4g} tokens/s, "
                             f"loss {r['loss_first']:.3f} -> {r['loss_last']:.3f}",
                             file=sys.stderr,
                             flush=True,

@@ -340,6 +340,8 @@ def test_bench_train_tiny_all_configs(bt, tmp_path):
         ):
             assert key in r, (name, key)
         assert r["steps"] == 2 and r["tokens"] > 0 and r["loss_finite"]
+        # Where a lease's untimed time goes (loader workers, first compiles) is kept beside the timed steps.
+        assert r["setup_and_warmup_seconds"] > 0
         assert r["mfu"] is None and r["peak_allocated_gib"] is None and r["peak_reserved_gib"] is None
         assert r["flops_6n"] > r["flops"] > 0
         assert r["gradient_checkpointing"] == ("-gc" in name)
@@ -463,7 +465,7 @@ def test_gpu_figures_all_runs_every_step_on_the_cpu(tmp_path):
     """The device script's `all` phase with the tiny shape on the CPU, as the GPU session will run it at the
     4B shape: every step ends with rc 0, and the archive holds the three JSONs, with the figures the goals
     table needs (packed and KV-copy (c) beside (b), p99 shared vs unshared with both read-outs, the
-    reproducible mode's equality and throughput, LoRA with and without checkpointing, packed, QLoRA)."""
+    reproducible mode's equality and throughput, LoRA with checkpointing, padded and packed, QLoRA)."""
     import os
     import subprocess
     import tarfile
@@ -504,5 +506,6 @@ def test_gpu_figures_all_runs_every_step_on_the_cpu(tmp_path):
     assert {"packed_over_b_responses_per_s", "c_over_b_responses_per_s"} <= set(score["ratios"])
     assert "judge.packed_pass" in score["profile"]["packed"]["spans"]
     train = found["bench_train"]
-    assert set(train["results"]) == {"lora-gc", "lora", "lora-packed", "qlora-gc"} and train["complete"]
+    # No card of over 100 GB here: the configs without checkpointing (out of memory on an H100) are left out.
+    assert set(train["results"]) == {"lora-gc", "lora-gc-packed", "qlora-gc"} and train["complete"]
     assert all(r["repeats_done"] == 3 for r in train["results"].values())
