@@ -24,6 +24,7 @@ what the command of the same job does, with the same defaults; errors are
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -59,6 +60,8 @@ if TYPE_CHECKING:
     from judge.scoring.run import ScoreResult
     from judge.train.config import RunConfig
     from judge.train.trainer import TrainResult
+
+logger = logging.getLogger(__name__)
 
 
 class Judge:
@@ -175,8 +178,17 @@ class Judge:
 
     def _score(self, records: list[PredictionRecord], criteria: str | Sequence[str]) -> list[ScoreRecord]:
         wanted = [select_criteria(self.rubric, r, criteria, i + 1) for i, r in enumerate(records)]
-        out = self.engine.score_records(records, criteria=wanted)
-        return in_item_order(records, out)
+        out = in_item_order(records, self.engine.score_records(records, criteria=wanted))
+        unscorable = [r for r in out if r.score is None]
+        if unscorable:
+            # Said here too, not only on the records: a caller who prints scores sees why one is missing.
+            first = unscorable[0]
+            n = len({(r.benchmark, r.model, r.id) for r in unscorable})
+            logger.warning(
+                f"{n} of {len(records)} item(s) could not be scored (score None, status {first.status!r}; each "
+                f"record's reason says why); item {first.id!r}: {first.reason}"
+            )
+        return out
 
     def compare(
         self,

@@ -22,6 +22,7 @@ import zipfile
 
 names = set(zipfile.ZipFile(sys.argv[1]).namelist())
 wanted = [f"judge/rubrics/{n}.yaml" for n in ("mmie", "rubric6", "demo")] + ["judge/py.typed"]
+wanted += [f"judge/view/assets/{n}" for n in ("index.html", "app.js", "style.css")]
 missing = [f for f in wanted if f not in names]
 if missing:
     sys.exit(f"the wheel lacks {', '.join(missing)}")
@@ -41,5 +42,7 @@ set -x
   --set train.max_steps=2 --set eval.strategy=no --set eval.at_start=false | tail -n 3
 test -f out/train/judge/judge_card.json
 "$bin/judge-score" out/train/data/splits/test.jsonl --judge out/train/judge --limit 2 --out out/split --no-progress | tail -n 2
+"$bin/judge-view" out/split --export out/view | tail -n 1  # its HTML, JS and CSS come from the package
+test -f out/view/index.html && test -f out/view/app.js && test -f out/view/data/index.js
 set +x
 echo "wheel check passed: $(basename "$wheel") installed in a fresh venv works outside the checkout"

@@ -80,3 +80,7 @@ for i in "${!names[@]}"; do
   awk -v a="${starts[$i]}" -v b="$next" -v n="${names[$i]}" 'BEGIN { printf "%7.1f s  %s\n", b - a, n }'
 done
 awk -v a="${starts[0]}" -v b="$end" 'BEGIN { t = b - a; printf "%7.1f s  in all (%d min %02d s)\n", t, t / 60, t % 60 }'
+
+echo
+echo "== Look at what the judge did: each test item beside its scores, the report's plots and the audit"
+echo "$(cmd view) runs/demo/score --report runs/demo/report --audit runs/demo/audit"

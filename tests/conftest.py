@@ -74,3 +74,24 @@ def pytest_runtest_makereport(item, call):
         report.outcome = "failed"
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
         report.longrepr = f"skipped without the 'gpu' marker (JUDGE_FAIL_ON_SKIP=1): {reason}"
+
+
+@pytest.fixture(scope="session")
+def view_run(small_demo, tmp_path_factory):
+    """What judge-view shows, made by the real commands' functions on the small demo set: a judge-score
+    folder (the tiny judge), a report against the annotators and an audit (blank images, off-topic).
+    Returns (score folder, report folder, audit folder)."""
+    from judge import audit_judge, report, score_files
+
+    root = tmp_path_factory.mktemp("view-run")
+    score, rep, audit = root / "score", root / "report", root / "audit"
+    score_files([str(small_demo)], judge="tiny", rubric="mmie", out=str(score), progress=False)
+    report(
+        human=[str(small_demo)], scores=[f"tiny={score / 'scores.jsonl'}"], out=str(rep), bootstrap=50,
+        ppi_draws=0,
+    )  # fmt: skip
+    audit_judge(
+        [str(small_demo)], judge="tiny", rubric="mmie", out=str(audit), perturb=["blank-images", "off-topic"],
+        bootstrap=50, progress=False,
+    )  # fmt: skip
+    return score, rep, audit

@@ -24,15 +24,32 @@ def readme_example() -> str:
     return m.group(1)
 
 
-def test_readme_example_runs_as_written():
+def test_readme_example_runs_as_written(tmp_path):
+    # From a folder outside the checkout (a copied example must not depend on the working folder).
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     out = subprocess.run(
-        [sys.executable, "-c", readme_example()], cwd=ROOT, capture_output=True, text=True, timeout=300
-    )
+        [sys.executable, "-c", readme_example()], cwd=tmp_path, env=env, capture_output=True, text=True,
+        timeout=300,
+    )  # fmt: skip
     assert out.returncode == 0, out.stderr[-3000:]
     lines = out.stdout.strip().splitlines()
     sa = judge.load_rubric("mmie").families["SA"].criterion_ids
     assert [ln.split()[0] for ln in lines] == sa and sa[-1] == "overall"
     assert all(ln.rstrip().endswith("ok") for ln in lines)
+
+
+def test_an_unscorable_score_says_why_and_the_readme_example_prints_it(tmp_path):
+    """The README's loop on an item whose image is missing: no format error on a None score, the reason
+    printed; and Judge.score says why in a warning, not only on the records."""
+    code = readme_example().replace('.save(folder / "squares.png")', '.save(folder / "other.png")')
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = out.stdout.strip().splitlines()
+    assert len(lines) == 7 and all("not scored: " in ln and "squares.png" in ln for ln in lines), lines
+    assert "could not be scored" in out.stderr and "squares.png" in out.stderr, out.stderr
 
 
 def test_public_names_are_importable_from_the_top():
@@ -140,6 +157,7 @@ def test_type_checkers_see_the_public_names_and_their_signatures(tmp_path):
     """``from judge import ...`` resolves for mypy to the real definitions (the names load lazily at run
     time through a module ``__getattr__``, which alone would make every one of them ``Any``): a wrong use
     is reported, a right one is not. The package ships ``py.typed``."""
+    pytest.importorskip("mypy", reason="needs mypy, which the dev install brings: pip install -e '.[dev]'")
     assert (ROOT / "judge" / "py.typed").is_file()
     (tmp_path / "snippet.py").write_text(
         "from judge import ItemScores, Judge, reward_function, score_files\n"

@@ -298,3 +298,20 @@ def test_help_examples_name_only_files_the_demo_writes(command, capsys):
         assert path.rstrip(".") in demo, (
             f"{command} --help names {path}, which scripts/demo.sh does not write"
         )
+
+
+def test_the_demo_ends_with_a_judge_view_command_that_parses_and_names_what_it_wrote():
+    """scripts/demo.sh's last line is the judge-view command of its run: judge-view's own parser takes it,
+    and each folder it names is one the demo writes with --out."""
+    import re
+    import shlex
+
+    from judge.cli.view import build_parser
+
+    demo = (Path(__file__).resolve().parents[1] / "scripts" / "demo.sh").read_text()
+    last = demo.strip().splitlines()[-1]
+    m = re.fullmatch(r'echo "\$\(cmd view\) (.*)"', last)
+    assert m, last
+    args = build_parser().parse_args(shlex.split(m.group(1)))
+    for folder in (args.run, args.report, args.audit):
+        assert f"--out {folder} " in demo, folder

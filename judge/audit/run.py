@@ -168,7 +168,9 @@ def _score_judge(cfg: AuditConfig, spec, store: ScoreStore, versions: list[_Vers
     pending = [v.rec for v in versions if pending_criteria(spec.rubric, v.rec, done)]
     if not pending:
         return 0
-    model, processor = load_judge_model(spec, device=resolve_device(cfg.device), dtype=cfg.dtype)
+    model, processor = load_judge_model(
+        spec, device=resolve_device(cfg.device), dtype=cfg.dtype, progress=cfg.progress
+    )
     engine = JudgeEngine(model, processor, spec, batch_tokens=cfg.batch_tokens, max_tokens=cfg.max_tokens)
     from tqdm.auto import tqdm
 

@@ -11,7 +11,9 @@ from __future__ import annotations
 import argparse
 import logging
 import re
+import shutil
 import sys
+import textwrap
 import types
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -23,12 +25,42 @@ from pydantic.fields import FieldInfo
 
 from judge.core.errors import JudgeError
 
+#: the widest line of a command's help (its description wrapped to it, its options' help too)
+HELP_WIDTH = 100
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """``--help`` within :data:`HELP_WIDTH` columns (or the terminal's, if narrower): the description is
+    wrapped by :class:`Parser`, the epilog (examples) is shown as written, and an option's help is wrapped
+    between words, never inside a flag (``--allow-unauthenticated`` stays whole)."""
+
+    def __init__(self, prog: str, **kwargs: Any):
+        width = min(shutil.get_terminal_size().columns, HELP_WIDTH) - 2
+        super().__init__(prog, width=width, max_help_position=min(30, width // 3), **kwargs)
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False) or [""]
+
+
+def wrap_paragraphs(text: str, width: int = HELP_WIDTH - 2) -> str:
+    """``text`` wrapped to ``width``, paragraph by paragraph (paragraphs are separated by blank lines)."""
+    paras = [" ".join(p.split()) for p in text.split("\n\n")]
+    return "\n\n".join(textwrap.fill(p, width, break_on_hyphens=False) for p in paras)
+
 
 class Parser(argparse.ArgumentParser):
-    """An ArgumentParser whose usage errors are one line (``prog: error: ... (see prog --help)``), exit 2."""
+    """The commands' ArgumentParser: usage errors are one line (``error: ... (see prog --help)``, the prefix
+    of every error a command prints), exit 2; ``--help`` fits in :data:`HELP_WIDTH` columns, its
+    description wrapped and its examples (``epilog``) shown as written."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        if kwargs.get("description"):
+            kwargs["description"] = wrap_paragraphs(kwargs["description"])
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        self.exit(2, f"error: {message} (see {self.prog} --help)\n")
 
 
 def int_at_least(low: int) -> Callable[[str], int]:
@@ -80,7 +112,10 @@ def add_settings(
     if missing:
         raise ValueError(f"{model.__name__}: no option group for {', '.join(missing)}")
     for name in positional:
-        parser.add_argument(name, nargs="+", help=with_flags(fields[name].description or "", flags))
+        many = get_origin(_without_none(fields[name].annotation)) is list  # a list: one or more values
+        parser.add_argument(
+            name, nargs="+" if many else None, help=with_flags(fields[name].description or "", flags)
+        )
     if groups is None:
         for name in flags:
             if name not in positional:

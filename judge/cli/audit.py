@@ -12,10 +12,14 @@ if TYPE_CHECKING:  # the run module loads torch; the command imports it only onc
     from judge.audit.run import AuditResult
 
 EPILOG = """\
-examples:
-  judge-audit runs/demo/data/splits/test.jsonl --judge runs/demo/judge          the demo judge on its test split
-  judge-audit preds.jsonl --judge tiny --rubric mmie --perturb blank-images     one perturbation
-  judge-audit mmie.json --judge J --clip-model tiny --out runs/audit-j          CLIPScore audited beside it
+examples (from the repository root, after scripts/demo.sh):
+  judge-audit runs/demo/data/splits/test.jsonl --judge runs/demo/judge --limit 30 \\
+              --out runs/audit-30
+                                      the demo judge on 30 test responses, every perturbation
+  judge-audit examples/predictions/canonical.jsonl --judge tiny --rubric mmie \\
+              --perturb blank-images --out runs/audit-blank          one perturbation
+  judge-audit examples/predictions/mmie.json --judge runs/demo/judge --clip-model tiny \\
+              --out runs/audit-clip   CLIPScore (a tiny random CLIP) audited beside the judge
 """
 
 GROUPS = {
@@ -38,7 +42,6 @@ def build_parser() -> argparse.ArgumentParser:
         "bootstrap intervals and a verdict per perturbation and criterion: sensitive, blind or\n"
         "rewarded. Writes audit.md, audit.json, audit.png and the per-item scores (resumable).",
         epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_settings(
         p,

@@ -12,12 +12,17 @@ if TYPE_CHECKING:  # the bench module loads the scoring stack; the command impor
     from judge.scoring.bench import BenchResult
 
 EPILOG = """\
-examples:
-  judge-bench vl-rewardbench vl_rewardbench.jsonl --judge runs/demo/judge
-  judge-bench multimodal-rewardbench data/all_data.json --judge J --task SA --out runs/bench-mmrb
-  judge-bench mllm-as-a-judge Dataset/Benchmark/pair.jsonl --judge J --task SA
-  judge-bench vl-rewardbench vl_rewardbench.jsonl --judge-outputs other_judge.jsonl
-                                             another judge's verdicts, with the same official metric
+examples (from the repository root; examples/benchmarks/ holds a small sample of each benchmark):
+  judge-bench vl-rewardbench examples/benchmarks/vl-rewardbench/test-00000-of-00001.parquet \\
+              --judge tiny --rubric mmie --task SA --out runs/bench-vlrb
+  judge-bench multimodal-rewardbench examples/benchmarks/multimodal-rewardbench/all_data.json \\
+              --judge tiny --rubric mmie --task SA --out runs/bench-mmrb
+  judge-bench mllm-as-a-judge examples/benchmarks/mllm-as-a-judge/Benchmark/pair.jsonl \\
+              --judge tiny --rubric mmie --task SA --out runs/bench-mllm-pair
+  judge-bench vl-rewardbench examples/benchmarks/vl-rewardbench/test-00000-of-00001.parquet \\
+              --judge-outputs examples/benchmarks/vl-rewardbench/other_judge.jsonl \\
+              --out runs/bench-other
+                                      another judge's verdicts, with the same official metric
 """
 
 GROUPS = {
@@ -41,7 +46,6 @@ def build_parser() -> argparse.ArgumentParser:
         "one where every item counts, each with a bootstrap interval. Verdicts come from a judge (resumable) or "
         "a file of per-item outputs. Writes bench.json, bench.md and judge_outputs.jsonl.",
         epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("benchmark", metavar="BENCHMARK", help=f"the judge benchmark: {', '.join(names)}")
     p.add_argument("data", metavar="DATA", help=BenchConfig.model_fields["data"].description)

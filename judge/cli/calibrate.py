@@ -11,13 +11,15 @@ from judge.core.errors import JudgeError
 from judge.eval.config import CalibrateConfig
 
 EPILOG = """\
-examples:
-  judge-calibrate --judge runs/demo/judge                   fit on the judge's validation split
+examples (from the repository root, after scripts/demo.sh):
+  judge-calibrate --judge runs/demo/judge       fit on the judge's validation split (as
+                                                judge-train --calibrate did)
   judge-calibrate --judge runs/demo/judge --method isotonic --level 0.8
   judge-calibrate --judge runs/demo/judge --selective --agreement 0.9 --delta 0.1
-                                                            also fit the trusted/escalated thresholds
-  judge-calibrate --judge J --human labelled.jsonl --scores runs/j-labelled/scores.jsonl
-                                                            labels, and the judge's scores of them, at hand
+                                                also fit the trusted/escalated thresholds
+  judge-calibrate --judge runs/demo/judge --human runs/demo/data/splits/validation.jsonl \\
+                  --scores runs/demo/judge/calibration/scores.jsonl
+                                                labels, and the judge's raw scores of them, at hand
 """
 
 
@@ -33,7 +35,6 @@ def build_parser() -> argparse.ArgumentParser:
         "calibration.json (and selective.json) into the judge folder and names them in the judge card; "
         "judge-score, judge-serve and Judge.score then apply them.",
         epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_settings(p, CalibrateConfig)
     return p

@@ -11,6 +11,12 @@ from judge.cli._logging import setup_logging
 from judge.core.errors import JudgeError
 from judge.eval.config import ReportConfig
 
+EPILOG = """\
+example (from the repository root, after scripts/demo.sh):
+  judge-report --human runs/demo/data/splits/test.jsonl \\
+               --scores judge=runs/demo/score/scores.jsonl --clip-model tiny --out runs/report-demo
+"""
+
 
 def build_parser() -> argparse.ArgumentParser:
     """The options, generated from :class:`~judge.eval.config.ReportConfig` in its field order."""
@@ -19,8 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Compare named score files (judge-score output, CLIPScore, ...) with human annotations: "
         "correlations with bootstrap intervals, error and agreement statistics, the human ceiling, "
         "paired comparisons; writes report.md, report.json, report.html and PNG plots.",
-        epilog="example: judge-report --human runs/demo/data/splits/test.jsonl --scores judge=runs/demo/score/scores.jsonl "
-        "--clip-model tiny --out runs/demo/report",
+        epilog=EPILOG,
     )
     add_settings(p, ReportConfig)
     return p

@@ -16,18 +16,26 @@ if TYPE_CHECKING:  # the run module loads torch; the command imports it only onc
     from judge.scoring.run import ScoreResult
 
 EPILOG = """\
-examples:
-  judge-score preds.jsonl --judge runs/demo/judge                      canonical predictions, a trained judge
-  judge-score mmie.json --judge tiny --rubric mmie                      MMIE's JSON, the tiny test model
-  judge-score outputs/m/ActionSequence/pred.json --dataset-file ActionSequence.json --no-judge
-  judge-score mmra.jsonl --no-judge --metric-mode official              MMRA rows, the official metric only
-  judge-score runs/demo/data/splits/test.jsonl --judge runs/demo/judge  an annotation split (for judge-report)
-  judge-score preds.jsonl --judge runs/demo/judge --workers 4           encoding in 4 processes while a GPU scores
-  judge-score preds.jsonl --server http://gpu-box:8000                  the judge of a running judge-serve
-  JUDGE_API_KEY=KEY judge-score preds.jsonl --server https://judge.example --server-concurrency 8
-                                                                        a keyed server, several replicas behind it
-  accelerate launch --multi_gpu --num_processes 2 -m judge.cli.score preds.jsonl --judge J --device cpu
-                                                                        two processes (on CPU, too)
+examples (from the repository root, after scripts/demo.sh):
+  judge-score examples/predictions/canonical.jsonl --judge runs/demo/judge --out runs/ex/canonical
+                                      canonical predictions, the demo's trained judge
+  judge-score examples/predictions/mmie.json --judge tiny --rubric mmie --out runs/ex/mmie
+                                      MMIE's JSON, the tiny (untrained) test model
+  judge-score examples/predictions/milebench/*/pred.json \\
+              --dataset-file examples/predictions/milebench --no-judge --out runs/ex/milebench
+                                      MileBench's pred.json files, the official metrics only
+  judge-score examples/predictions/mmra/predictions.jsonl --no-judge --metric-mode official \\
+              --out runs/ex/mmra      MMRA rows, the official metric only
+  judge-score runs/demo/data/splits/test.jsonl --judge runs/demo/judge --out runs/ex/test
+                                      an annotation split (for judge-report)
+  judge-score examples/predictions/canonical.jsonl --judge runs/demo/judge --workers 2 \\
+              --out runs/ex/workers   encoding in 2 processes while the model scores
+  judge-score examples/predictions/canonical.jsonl --server http://127.0.0.1:8000 \\
+              --out runs/ex/remote    through a running judge-serve --judge runs/demo/judge
+  accelerate launch --multi_gpu --num_processes 2 -m judge.cli.score \\
+              examples/predictions/canonical.jsonl --judge runs/demo/judge --device cpu \\
+              --out runs/ex/two
+                                      two processes (on the CPU too)
 """
 
 
@@ -82,7 +90,6 @@ def build_parser() -> argparse.ArgumentParser:
         "the score-token distribution) and the benchmarks' rule-based metrics; write scores.jsonl and a "
         "summary. A killed run started again resumes where it stopped.",
         epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_settings(p, ScoreConfig, positional=["inputs"], groups=GROUPS, choices={"format": input_formats()})
     return p

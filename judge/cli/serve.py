@@ -11,14 +11,14 @@ from judge.core.errors import JudgeError
 from judge.serve.config import API_KEY_ENV, ServeConfig
 
 EPILOG = f"""\
-examples:
-  judge-serve --judge runs/demo/judge                           the demo judge on 127.0.0.1:8000
-  judge-serve --judge tiny --rubric demo --port 8001            the tiny test model
-  {API_KEY_ENV}=sk-local judge-serve --judge J --host 0.0.0.0     all interfaces, with a key
-  judge-serve --judge J --ray --replicas 2                      two Ray Serve replicas (pip install 'judge[ray]')
-
-  curl -s localhost:8000/v1/score -H 'Content-Type: application/json' \\
-       -d '{{"items": [{{"id": "q1", "task": "...", "question": "...", "response": "..."}}]}}'
+examples (from the repository root, after scripts/demo.sh):
+  judge-serve --judge runs/demo/judge                         the demo judge on 127.0.0.1:8000
+  judge-serve --judge tiny --rubric mmie --port 8001          the tiny (untrained) test model
+  {API_KEY_ENV}=sk-local judge-serve --judge runs/demo/judge --host 0.0.0.0 --port 8002
+                                                              all interfaces, with a key
+  curl -s localhost:8000/v1/score -H 'Content-Type: application/json' -d '{{"items": [{{"id": "q1",
+       "task": "SA", "question": "Continue the story.", "response": "Then it rained."}}]}}'
+Two Ray Serve replicas: --ray --replicas 2 (pip install 'judge[ray]'; README.md, docs/serving.md).
 """
 
 GROUPS = {
@@ -63,7 +63,6 @@ def build_parser() -> argparse.ArgumentParser:
         "OpenAI-compatible /v1/chat/completions, /v1/models, /v1/judge, /health, /ready and /metrics. "
         "Requests are batched dynamically with the packing and scorer judge-score uses.",
         epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_settings(p, ServeConfig, groups=GROUPS)
     return p

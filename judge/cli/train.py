@@ -12,14 +12,60 @@ from judge.core.errors import JudgeError
 CONFIG_SETTINGS = {"skip_invalid": "--set data.skip_invalid=true"}
 
 
-def main(argv: list[str] | None = None) -> int:
+EXAMPLES = """\
+examples:
+  judge-train --config demo --set train.max_steps=20 --set eval.steps=10 \\
+              --set output_dir=runs/demo-20
+                        the demo recipe, 20 steps, validated twice (scripts/demo.sh runs more)
+  judge-train --config demo --data runs/demo-20/data --set train.learning_rate=5e-4 \\
+              --set train.max_steps=20 --set eval.steps=10 --set output_dir=runs/demo-lr
+                        another learning rate on the data that run built
+"""
+
+
+def set_keys(width: int = 98) -> str:
+    """What ``--set`` takes: each section's keys, read from the run config model (so the list is never stale)."""
+    import textwrap
+
+    from pydantic import BaseModel
+
+    from judge.train.config import RunConfig
+
+    top, lines = [], []
+    for name, f in RunConfig.model_fields.items():
+        sub = f.annotation
+        if isinstance(sub, type) and issubclass(sub, BaseModel):
+            keys = ", ".join(sub.model_fields)
+            lines.append(
+                textwrap.fill(f"{name}.{{{keys}}}", width, initial_indent="  ", subsequent_indent="    ")
+            )
+        else:
+            top.append(name)
+    head = textwrap.fill(
+        f"--set SECTION.KEY=VALUE takes these keys (and top-level KEY=VALUE: {', '.join(top)}):", width
+    )
+    return "\n".join([head, *lines])
+
+
+def build_parser() -> Parser:
+    from judge.core.rubric import shipped_dir
+
+    configs = sorted(f.stem for f in shipped_dir().glob("*.yaml") if _is_run_config(f))
     p = Parser(
         prog="judge-train",
-        description="Human annotations -> a LoRA-tuned judge, validated against the humans while it trains. "
-        "Several processes: accelerate launch [--num_processes N] -m judge.cli.train --config ...",
+        description="Human annotations -> a LoRA-tuned judge, validated against the humans while it trains.\n\n"
+        f"Shipped run configs (--config NAME, from any folder): {', '.join(configs)}. demo: the tiny local "
+        "model on the shipped demo set, trained fully on the CPU in about a minute (what scripts/demo.sh "
+        "runs); rubric6: the real recipe, LoRA on OpenGVLab/InternVL3-2B-hf on a GPU, for your annotations "
+        "(--set data.annotations=[...]). Several processes: accelerate launch [--num_processes N] -m "
+        "judge.cli.train --config ...",
+        epilog=set_keys() + "\n\n" + EXAMPLES,
     )
     p.add_argument(
-        "--config", required=True, help="run config, e.g. rubric6.yaml (a bare name is looked up in rubrics/)"
+        "--config",
+        required=True,
+        help=f"run config: a shipped one by name ({', '.join(configs)}), or a YAML file (a bare name is "
+        "looked up in ./rubrics/ first)",
     )
     p.add_argument(
         "--set",
@@ -49,6 +95,21 @@ def main(argv: list[str] | None = None) -> int:
         help="then calibrate the judge on its validation split, as judge-calibrate --judge <output_dir>/judge "
         "does: calibrated scores and 90%% conformal intervals from then on",
     )
+    return p
+
+
+def _is_run_config(path) -> bool:
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        return False
+    return isinstance(data, dict) and "data" in data and "families" not in data
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = build_parser()
     args = p.parse_args(argv)
     setup_logging()
     try:

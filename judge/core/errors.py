@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -153,5 +154,21 @@ def format_validation_error(e, model: type[BaseModel] | None = None) -> str:
             # A check across keys: its message names them; the whole section is no help as "got".
             lines.append(f"  {loc}: {msg.removeprefix('Value error, ')}")
             continue
-        lines.append(f"  {loc}: {msg} (got {err.get('input')!r})"[:500])
+        if err["type"] == "missing":
+            # The input here is the mapping the key is missing from: naming the key is the whole message.
+            lines.append(f"  {loc}: required, missing")
+            continue
+        lines.append(f"  {loc}: {msg} (got {_shape(err.get('input'))})"[:500])
     return "\n".join(lines)
+
+
+def _shape(value: Any) -> str:
+    """What a bad value was, without dumping it: a short value as it is, a mapping by its keys, a list by
+    its length."""
+    if isinstance(value, dict):
+        keys = ", ".join(map(str, list(value)[:8])) + (", ..." if len(value) > 8 else "")
+        return f"a mapping with keys {keys}" if value else "an empty mapping"
+    if isinstance(value, list | tuple):
+        return f"a list of {len(value)} item{'s' if len(value) != 1 else ''}"
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."

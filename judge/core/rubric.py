@@ -184,6 +184,11 @@ def load_rubric(name_or_path: str | Path) -> Rubric:
         raise ConfigError(f"{path}: not valid YAML: {e}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: a rubric must be a YAML mapping, got {type(data).__name__}")
+    if "families" not in data and {"rubric", "data"} <= set(data):
+        raise ConfigError(
+            f"{path} is a run config (for judge-train --config), not a rubric: a rubric has `name` and "
+            f"`families`. The rubric this run config names is {data['rubric']!r}: pass `rubric` {data['rubric']}"
+        )
     try:
         return Rubric.model_validate(data)
     except ValidationError as e:

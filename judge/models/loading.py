@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 import re
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -20,6 +22,21 @@ from judge.core.errors import ConfigError
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 _TINY = re.compile(r"^tiny(?::seed=(\d+))?$")
+
+
+@contextmanager
+def progress_bars(enabled: bool) -> Iterator[None]:
+    """transformers' own progress bars (``Loading weights``, ...) on (as they are) or off for a while."""
+    from transformers.utils import logging as hf_logging
+
+    if enabled or not hf_logging.is_progress_bar_enabled():
+        yield
+        return
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        hf_logging.enable_progress_bar()
 
 
 def tiny_seed(path_or_id: str) -> int:

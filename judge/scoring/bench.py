@@ -397,7 +397,9 @@ def _judge_outputs(
     pending = [r for r in records if cfg.criterion in pending_criteria(spec.rubric, r, done)]
     written = 0
     if pending:
-        model, processor = load_judge_model(spec, device=resolve_device(cfg.device), dtype=cfg.dtype)
+        model, processor = load_judge_model(
+            spec, device=resolve_device(cfg.device), dtype=cfg.dtype, progress=cfg.progress
+        )
         engine = JudgeEngine(
             model,
             processor,

@@ -145,7 +145,9 @@ def _score_raw(spec: JudgeSpec, human: list[str], path: Path, cfg: CalibrateConf
     from judge.scoring.inputs import load_inputs
 
     records = load_inputs(list(human), annotation_benchmark=spec.rubric.name).records
-    model, processor = load_judge_model(spec, device=resolve_device(cfg.device), dtype=cfg.dtype)
+    model, processor = load_judge_model(
+        spec, device=resolve_device(cfg.device), dtype=cfg.dtype, progress=cfg.progress
+    )
     engine = JudgeEngine(model, processor, spec)
     out = []
     with tqdm(total=len(records), unit="item", desc="calibration data", disable=not cfg.progress) as bar:

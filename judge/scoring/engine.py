@@ -189,19 +189,22 @@ def resolve_device(device: str = "auto", local_rank: int | None = None) -> str:
     return "cpu"
 
 
-def load_judge_model(spec: JudgeSpec, *, device: str = "cpu", dtype: str = "auto"):
-    """``(model, processor)`` of a resolved judge, in eval mode on ``device`` (dtype auto: bf16 on GPU)."""
+def load_judge_model(spec: JudgeSpec, *, device: str = "cpu", dtype: str = "auto", progress: bool = True):
+    """``(model, processor)`` of a resolved judge, in eval mode on ``device`` (dtype auto: bf16 on GPU).
+    ``progress``: transformers' own progress bars while the weights load ("Loading weights"), which a
+    command's ``--no-progress`` turns off with its own."""
     from judge.models.card import load_judge
-    from judge.models.loading import load_scorer
+    from judge.models.loading import load_scorer, progress_bars
 
-    if spec.is_card:
-        model, processor, _ = load_judge(
-            spec.source, device=device, dtype=dtype, quantization=spec.quantization
-        )
-    else:
-        model, processor = load_scorer(
-            spec.source, dtype=dtype, device=device, quantization=spec.quantization
-        )
+    with progress_bars(progress):
+        if spec.is_card:
+            model, processor, _ = load_judge(
+                spec.source, device=device, dtype=dtype, quantization=spec.quantization
+            )
+        else:
+            model, processor = load_scorer(
+                spec.source, dtype=dtype, device=device, quantization=spec.quantization
+            )
     return model, processor
 
 

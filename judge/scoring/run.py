@@ -275,7 +275,10 @@ def _score_with_judge(job: _Job, store: ScoreStore, done: set) -> tuple[int, int
         engine = job.client
     else:
         model, processor = load_judge_model(
-            spec, device=resolve_device(cfg.device, dist.local_rank), dtype=cfg.dtype
+            spec,
+            device=resolve_device(cfg.device, dist.local_rank),
+            dtype=cfg.dtype,
+            progress=cfg.progress and dist.is_main,
         )
         engine = JudgeEngine(model, processor, spec, **engine_keywords(cfg))
     written = items = n_scores = 0

@@ -123,14 +123,18 @@ def judge_rows(
     return rows
 
 
+def unscorable_kind(record: dict[str, Any]) -> str:
+    """The kind of reason an unscorable record gives: its ``details.reason_code``, else the reason's start."""
+    return (record.get("details") or {}).get("reason_code") or (record.get("reason") or "no reason")[:80]
+
+
 def unscorable_table(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Unscorable records counted by (benchmark, model, metric, reason kind), with one example reason each."""
     counts: dict[tuple, list] = {}
     for r in records:
         if r.get("score") is not None:
             continue
-        code = (r.get("details") or {}).get("reason_code") or (r.get("reason") or "no reason")[:80]
-        key = (r.get("benchmark"), r.get("model"), r.get("metric"), code)
+        key = (r.get("benchmark"), r.get("model"), r.get("metric"), unscorable_kind(r))
         entry = counts.setdefault(key, [0, r.get("reason"), r.get("id")])
         entry[0] += 1
     return [

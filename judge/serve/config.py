@@ -77,7 +77,7 @@ class ServeConfig(Settings):
     host: str = Field(
         "127.0.0.1",
         description="address to bind (default 127.0.0.1: this machine only; 0.0.0.0 for all, which needs an "
-        "API key or allow_unauthenticated)",
+        "API key or `allow_unauthenticated`)",
     )
     allow_unauthenticated: bool = Field(
         False,

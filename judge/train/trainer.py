@@ -272,7 +272,9 @@ def _sft_config(cfg: RunConfig, dtype, checkpoints: Path, report_to: list[str]):
         weight_decay=t.weight_decay,
         max_grad_norm=t.max_grad_norm,
         optim=t.optim,
-        gradient_checkpointing=t.gradient_checkpointing,
+        # transformers 5.23+ names it activation_checkpointing; the old name (which TRL sets, to True, by
+        # default) would print a FutureWarning on every run, even with checkpointing off.
+        activation_checkpointing=t.gradient_checkpointing,
         logging_steps=t.logging_steps,
         save_strategy=save_strategy,
         save_total_limit=t.save_total_limit,
@@ -308,7 +310,7 @@ def _sft_config(cfg: RunConfig, dtype, checkpoints: Path, report_to: list[str]):
             greater_is_better=ev.greater,
         )
     if t.gradient_checkpointing:
-        kwargs["gradient_checkpointing_kwargs"] = {"use_reentrant": False}
+        kwargs["activation_checkpointing_kwargs"] = {"use_reentrant": False}
     if _cpu_sharded():
         # The training arguments would otherwise rebuild accelerate's state as a CPU one (see _state).
         kwargs["accelerator_config"] = {"use_configured_state": True}
@@ -469,7 +471,13 @@ def _make_trainer_class():
                 _load_full_checkpoint(model, state.best_model_checkpoint)
 
     class CompactProgress(ProgressCallback):
-        """The progress bar, printing headline numbers only (the full breakdown goes to the loggers)."""
+        """The progress bar, printing headline numbers only (the full breakdown goes to the loggers), each
+        line with the step count, the time spent and an estimate of the time left: a log read later, or a
+        terminal that does not redraw the bar, still says how long training will take."""
+
+        def on_train_begin(self, args, state, control, **kwargs):
+            super().on_train_begin(args, state, control, **kwargs)
+            self.started, self.first_step = time.perf_counter(), state.global_step
 
         def on_log(self, args, state, control, logs=None, **kwargs):
             if not state.is_world_process_zero or self.training_bar is None or not logs:
@@ -481,7 +489,9 @@ def _make_trainer_class():
                 or k.removeprefix("eval_") in HEADLINE
             }
             if keep:
-                self.training_bar.write(_fmt_log(state.global_step, keep))
+                done, left = state.global_step - self.first_step, state.max_steps - state.global_step
+                eta = _eta(time.perf_counter() - self.started, done, left)
+                self.training_bar.write(f"{_fmt_log(state.global_step, keep, state.max_steps)}  [{eta}]")
 
     return JudgeTrainer, CompactProgress, _FullCheckpoints
 
@@ -679,11 +689,24 @@ def _distribution(trainer) -> Distribution:
     )
 
 
-def _fmt_log(step: int, logs: dict[str, Any]) -> str:
-    parts = [f"step {step}"]
+def _fmt_log(step: int, logs: dict[str, Any], max_steps: int | None = None) -> str:
+    parts = [f"step {step}" + (f"/{max_steps}" if max_steps else "")]
     for k, v in logs.items():
         parts.append(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}")
     return "  ".join(parts)
+
+
+def _duration(seconds: float) -> str:
+    seconds = round(seconds)
+    return f"{seconds} s" if seconds < 120 else f"{seconds // 60} min {seconds % 60:02d} s"
+
+
+def _eta(elapsed: float, done: int, left: int) -> str:
+    """``"35 s so far, about 1 min 10 s left"``: the time left at the pace of the steps done so far
+    (evaluations included, so it is a little pessimistic between them)."""
+    if done <= 0:
+        return f"{_duration(elapsed)} so far"
+    return f"{_duration(elapsed)} so far, about {_duration(elapsed / done * max(left, 0))} left"
 
 
 def _report_to(cfg: RunConfig) -> list[str]:
