@@ -2,7 +2,8 @@
 5 to 7), against a real judge-serve on loopback:
 
 * a megabyte-sized text is answered at once as over the context (before: the one batcher thread tokenised
-  4 MB for 16.7 s while every other request waited, and 50 MB stalled the server for minutes);
+  4 MB for 16.7 s while every other request waited, and 50 MB stalled the server for minutes), and a string
+  longer than any text that fits is refused while the body is read, before it is parsed;
 * thousands of half-open connections, under a lowered open-file limit, do not keep ``/health`` or a
   normal request from an answer within a second (before: connection resets at accept);
 * a connection that never finishes its request head, or stalls its body, is closed;
@@ -45,9 +46,11 @@ def normal_score(server) -> float:
 
 @pytest.mark.slow
 def test_a_megabyte_text_is_refused_at_once_and_stalls_no_one(server):
+    """A text over the context budget but under the string bound (1 MB; the tiny judge's bound is 3.1 MB) is
+    answered as too long from a prefix's tokens, at once, on every route."""
     normal_score(server)  # warm
     alone = min(normal_score(server) for _ in range(3))
-    huge = {**ITEM, "id": "huge", "response": "word " * 800_000}  # 4 MB
+    huge = {**ITEM, "id": "huge", "response": "word " * 200_000}  # 1 MB
     answers: dict[str, httpx.Response] = {}
 
     def send_huge():
@@ -64,14 +67,50 @@ def test_a_megabyte_text_is_refused_at_once_and_stalls_no_one(server):
     got = answers["score"].json()["results"][0]["scores"]["overall"]
     assert got["status"] == "unscorable" and got["details"]["reason_code"] == "too_long", got
     assert took < 3 and beside < alone + 2, (took, alone, beside)
-    chat = {"model": "tiny", "messages": [{"role": "user", "content": "word " * 800_000}], "max_tokens": 1}
+    chat = {"model": "tiny", "messages": [{"role": "user", "content": "word " * 200_000}], "max_tokens": 1}
     t0 = time.monotonic()
     r = httpx.post(server.url + "/v1/chat/completions", json=chat, timeout=60)
     assert r.status_code == 413 and "context budget" in r.json()["error"]["message"], r.text
-    reward = {"query": [PROMPT + "word " * 800_000, PROMPT + "A red flower.<|im_end|>"]}
+    reward = {"query": [PROMPT + "word " * 200_000, PROMPT + "A red flower.<|im_end|>"]}
     r = httpx.post(server.url + "/get_reward", json=reward, timeout=60)
     assert r.json()["extra_logs"]["judge_unscorable"] == [1.0, 0.0], r.text
     assert time.monotonic() - t0 < 5
+
+
+@pytest.mark.slow
+def test_a_string_longer_than_any_text_that_fits_is_refused_while_the_body_is_read(server):
+    """50 MB of text in one string (inside the 64 MB body limit) is a 413 naming --max-string-bytes before
+    the body is parsed, on every route, sent whole or chunked with the string across chunks; the server
+    reads a few MB of it and its memory does not grow by the body's size (before: the body parsed and
+    validated, 50 MB of text per request, every other client waiting behind the parser's C calls)."""
+    limits = httpx.get(server.url + "/v1/judge", timeout=10).json()["limits"]
+    assert limits["max_string_bytes"] == 384 * limits["max_tokens"]
+    text = "word " * 10_000_000  # 50 MB
+    before = peak_kb(server)
+    bodies = {
+        "/v1/score": {"items": [{**ITEM, "response": text}]},
+        "/v1/chat/completions": {"model": "tiny", "messages": [{"role": "user", "content": text}]},
+        "/get_reward": {"query": [PROMPT + text]},
+    }
+    for route, body in bodies.items():
+        t0 = time.monotonic()
+        r = httpx.post(server.url + route, json=body, timeout=60)
+        assert r.status_code == 413, (route, r.text[:300])
+        error = r.json()["error"]
+        assert error["code"] == "string_too_long" and "--max-string-bytes" in error["message"], error
+        assert time.monotonic() - t0 < 5, route
+    raw = json.dumps(bodies["/v1/score"]).encode()
+
+    def chunks():  # no Content-Length: the string arrives across many chunks
+        for i in range(0, len(raw), 65_536):
+            yield raw[i : i + 65_536]
+
+    r = httpx.post(
+        server.url + "/v1/score", content=chunks(), headers={"Content-Type": "application/json"}, timeout=60
+    )
+    assert r.status_code == 413 and r.json()["error"]["code"] == "string_too_long", r.text[:300]
+    assert (peak_kb(server) - before) * 1024 < 50_000_000, peak_kb(server) - before
+    assert normal_score(server) < 5  # still serving
 
 
 def half_open(port: int, n: int) -> list[socket.socket]:
@@ -205,3 +244,23 @@ def test_a_500_is_logged_with_its_type_and_traceback(capsys):
     )
     assert REPO.name  # the log names the failing frame's file
     assert "batcher.py" in err or "app.py" in err
+
+
+@pytest.mark.parametrize("size", [1, 7, 4096])
+def test_string_runs_find_a_long_string_across_any_chunking_and_leave_data_urls_alone(size):
+    """The bound holds wherever chunks cut the body (inside the string, inside ``data:``), is not crossed by
+    strings at the limit, and a data URL of any length passes (the image limits bound it)."""
+    from judge.serve.body import StringRuns
+
+    def feed(body: bytes, limit: int) -> bool:
+        runs = StringRuns(limit)
+        return all(runs.add(body[i : i + size]) for i in range(0, len(body), size))
+
+    at_limit = json.dumps({"a": "x" * 100, "b": ["y" * 100, "z" * 100]}).encode()
+    assert feed(at_limit, 100)
+    assert not feed(json.dumps({"a": "x" * 100, "b": "y" * 101}).encode(), 100)
+    assert not feed(json.dumps({"a": ["short", "x" * 101, "short"]}).encode(), 100)
+    data_url = json.dumps({"image": "data:image/png;base64," + "A" * 5000, "t": "ok"}).encode()
+    assert feed(data_url, 100)
+    # "data:" must open the string: the same bytes later in a text do not exempt it.
+    assert not feed(json.dumps({"t": "x data:" + "A" * 5000}).encode(), 100)

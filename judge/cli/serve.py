@@ -45,6 +45,7 @@ GROUPS = {
         "max_queue",
         "timeout_s",
         "max_body_mb",
+        "max_string_bytes",
         "max_items",
         "max_images",
         "max_image_bytes",

@@ -33,6 +33,7 @@ from judge.serve.batcher import Batcher, Dropped, QueueFull, Stopped, Ticket, Un
 from judge.serve.body import (
     NOT_JSON,
     BodyError,
+    StringRuns,
     StructureCount,
     find_lone_surrogate,
     lone_surrogate_message,
@@ -302,6 +303,8 @@ class Guard:
             # any route parses it (a route's parser would turn the interruption into its own 400).
             chunks, received, more = [], 0, True
             values = StructureCount(self.max_values)
+            string_limit = self.service.string_limit()
+            strings = StringRuns(string_limit) if string_limit is not None else None
             while more:
                 message = await receive()
                 if message["type"] != "http.request":  # the client went away mid-body: nobody to answer
@@ -315,6 +318,9 @@ class Guard:
                 if not values.add(chunks[-1]):
                     message = values.refusal(self.service.cfg.max_items)
                     await error(413, message, code="too_many_values")(scope, receive, sending)
+                    return
+                if strings is not None and not strings.add(chunks[-1]):
+                    await error(413, strings.refusal(), code="string_too_long")(scope, receive, sending)
                     return
                 more = message.get("more_body", False)
             body: bytes | None = b"".join(chunks)

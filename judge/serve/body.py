@@ -6,6 +6,9 @@ what JSON allows but no handler can use.
   cost far more than their JSON text (``[{},{},...]`` is 3 bytes a value and about 70 bytes once parsed),
   so a body over :func:`structure_budget` is refused with a 413 before it is parsed: the largest body the
   server parses holds at most that many values, and its parsed form stays a few times its size.
+* :class:`StringRuns` finds, as the body arrives, a string longer than any text the judge's context can hold
+  (data URLs aside): such a body is a 413 before it is parsed, so megabytes of text never reach the parser,
+  the validators or the tokenizer, whose long C calls would hold up every other client.
 * :func:`parse_json` parses a body (a worker thread calls it: a large body must not stop the event loop)
   and turns JSON nested past Python's recursion limit into a :class:`BodyError`, not a crash.
 * :func:`find_lone_surrogate` finds, in a parsed body, the first string holding a lone UTF-16 surrogate
@@ -59,6 +62,61 @@ class StructureCount:
             f"the request body holds more than {self.budget:,} JSON values (counting each '{{', '[', ',' and "
             f"'\"', text included), more than {max_items:,} items (--max-items) can need: send fewer items "
             "or split the request"
+        )
+
+
+#: Bytes of JSON text a string may take per token of the judge's context budget, by default: 64 characters a
+#: token (far more than any tokenizer averages over a text) times 6 bytes a character (a ``\\uXXXX`` escape,
+#: the longest form JSON has), so a string over it holds more characters than could fit the context.
+STRING_BYTES_PER_TOKEN = 64 * 6
+_DATA_URL = b"data:"
+
+
+def default_string_limit(max_tokens: int) -> int:
+    """The longest string (its bytes as sent) a body may hold for a judge with this context budget."""
+    return STRING_BYTES_PER_TOKEN * max_tokens
+
+
+class StringRuns:
+    """The length of the longest string of a body, fed its chunks as they arrive: a run of bytes between two
+    ``"``; runs are cut at an escaped quote too, so a string is never counted longer than it is. A run that
+    starts as a data URL (``data:``, an image) is not bounded here: the image limits bound it once decoded.
+
+    At C speed per chunk (``bytes.split``); the number of pieces is bounded by :class:`StructureCount`,
+    which counts every ``"`` of the same body."""
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self.run = 0  #: bytes of the run the last chunk ended in
+        self.head = b""  #: its first bytes (up to 5: enough to tell a data URL)
+
+    def _over(self, length: int, head: bytes) -> bool:
+        return length > self.limit and not head.startswith(_DATA_URL)
+
+    def add(self, chunk: bytes) -> bool:
+        """Count ``chunk``; False once a string is over the limit."""
+        pieces = chunk.split(b'"')
+        first = pieces[0]
+        self.run += len(first)
+        if len(self.head) < len(_DATA_URL):
+            self.head += first[: len(_DATA_URL) - len(self.head)]
+        if self._over(self.run, self.head):
+            return False
+        if len(pieces) == 1:
+            return True
+        middle = pieces[1:-1]
+        if middle and len(max(middle, key=len)) > self.limit:
+            if any(self._over(len(p), p) for p in middle):
+                return False
+        last = pieces[-1]
+        self.run, self.head = len(last), last[: len(_DATA_URL)]
+        return not self._over(self.run, self.head)
+
+    def refusal(self) -> str:
+        return (
+            f"the request body holds a string of more than {self.limit:,} bytes (--max-string-bytes), longer "
+            "than any text that fits the judge's context: shorten it (images go as paths or data URLs, which "
+            "this limit does not count)"
         )
 
 

@@ -133,6 +133,13 @@ class ServeConfig(Settings):
         "requests must send images as data URLs",
     )
     max_body_mb: float = Field(64.0, gt=0, description="request body size limit in MB (default 64)")
+    max_string_bytes: int | None = Field(
+        None,
+        ge=1024,
+        description="longest string a request body may hold, in bytes as sent, data URLs aside; a body with a "
+        "longer one is refused (413) while it is read (default: 384 times the context budget, 64 characters "
+        "a token of 6 bytes each: longer text cannot fit)",
+    )
     max_items: int = Field(256, ge=1, description="items per /v1/score request (default 256)")
     max_images: int = Field(16, ge=1, description="images per item or chat message list (default 16)")
     max_image_bytes: int = Field(

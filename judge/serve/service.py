@@ -367,10 +367,21 @@ class JudgeService:
             **({"selective": self.spec.selective.producer()} if self.spec.selective is not None else {}),
         }
 
+    def string_limit(self) -> int | None:
+        """The longest string a body may hold (bytes as sent; :class:`judge.serve.body.StringRuns`): the
+        option's, else from the context budget (None until the judge is loaded, when no work is taken)."""
+        from judge.serve.body import default_string_limit
+
+        if self.cfg.max_string_bytes is not None:
+            return self.cfg.max_string_bytes
+        budget = self.engine.max_tokens if self.engine is not None else self.cfg.max_tokens
+        return default_string_limit(budget) if budget else None
+
     def limits(self) -> dict[str, Any]:
         c = self.cfg
         return {
             "max_body_mb": c.max_body_mb,
+            "max_string_bytes": self.string_limit(),
             "max_items": c.max_items,
             "max_images": c.max_images,
             "max_image_bytes": c.max_image_bytes,
