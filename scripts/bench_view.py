@@ -35,15 +35,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--no-first-run",
-    "--disable-sync",
-]
+from judge.testing.browser import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
 
 
 def make_run(out: Path, n_questions: int, seed: int = 0) -> tuple[Path, int]:
@@ -197,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--repeats", type=int, default=5, help="fresh page loads (default 5; the median is reported)"
     )
-    p.add_argument("--chromium", default="/usr/bin/chromium", help="the browser (default /usr/bin/chromium)")
+    p.add_argument("--chromium", default=str(CHROMIUM), help=f"the browser (default {CHROMIUM})")
     p.add_argument("--out", default="runs/bench-view", help="working folder (default runs/bench-view)")
     p.add_argument(
         "--json", help="where the result goes (default benchmarks/results/bench_view_cpu_<time>.json)"

@@ -15,19 +15,10 @@ from pathlib import Path
 import pytest
 
 from judge.scoring.output import read_records
+from judge.testing.browser import CHROMIUM, CHROMIUM_ARGS
 from judge.view import ViewConfig, export_site, load_view
 from judge.view.server import make_server
 
-CHROMIUM = Path("/usr/bin/chromium")
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--no-first-run",
-    "--disable-sync",
-]
 pytestmark = pytest.mark.slow
 
 
@@ -37,7 +28,7 @@ def browser():
     if not CHROMIUM.is_file():
         pytest.skip(f"needs Debian's chromium at {CHROMIUM}: apt-get install -y chromium (.ci/run does)")
     with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        b = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         yield b
         b.close()
 
