@@ -79,7 +79,8 @@ def default_string_limit(max_tokens: int) -> int:
 
 class StringRuns:
     """The length of the longest string of a body, fed its chunks as they arrive: a run of bytes between two
-    ``"``; runs are cut at an escaped quote too, so a string is never counted longer than it is. A run that
+    ``"`` (so the JSON between two strings counts as a run too: megabytes of it belong in no request); runs are
+    cut at an escaped quote too, so a string is never counted longer than it is. A run that
     starts as a data URL (``data:``, an image) is not bounded here: the image limits bound it once decoded.
 
     At C speed per chunk (``bytes.split``); the number of pieces is bounded by :class:`StructureCount`,
@@ -114,9 +115,9 @@ class StringRuns:
 
     def refusal(self) -> str:
         return (
-            f"the request body holds a string of more than {self.limit:,} bytes (--max-string-bytes), longer "
-            "than any text that fits the judge's context: shorten it (images go as paths or data URLs, which "
-            "this limit does not count)"
+            f"the request body holds a string (or a stretch of JSON between two strings) of more than "
+            f"{self.limit:,} bytes (--max-string-bytes), longer than any text that fits the judge's context: "
+            "shorten it (images go as paths or data URLs, which this limit does not count)"
         )
 
 
