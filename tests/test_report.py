@@ -278,4 +278,4 @@ def test_a_damaged_report_json_names_the_field(tmp_path):
         load_report(path)
     msg = str(e.value)
     assert msg.startswith(f"{path}: not a report.json:") and "\n  main: Input should be a valid string" in msg
-    assert "\n  created: Field required" in msg
+    assert "\n  created: required, missing" in msg
