@@ -248,8 +248,9 @@ def test_a_500_is_logged_with_its_type_and_traceback(capsys):
 
 @pytest.mark.parametrize("size", [1, 7, 4096])
 def test_string_runs_find_a_long_string_across_any_chunking_and_leave_data_urls_alone(size):
-    """The bound holds wherever chunks cut the body (inside the string, inside ``data:``), is not crossed by
-    strings at the limit, and a data URL of any length passes (the image limits bound it)."""
+    """The bound holds wherever chunks cut the body (inside the string, inside ``data:``, between a backslash
+    and the quote it escapes), is not crossed by strings at the limit, cannot be dodged with escaped quotes,
+    and a data URL of any length passes (the image limits bound it)."""
     from judge.serve.body import StringRuns
 
     def feed(body: bytes, limit: int) -> bool:
@@ -264,3 +265,7 @@ def test_string_runs_find_a_long_string_across_any_chunking_and_leave_data_urls_
     assert feed(data_url, 100)
     # "data:" must open the string: the same bytes later in a text do not exempt it.
     assert not feed(json.dumps({"t": "x data:" + "A" * 5000}).encode(), 100)
+    # Escaped quotes every 50 characters do not cut a long string into short runs (chunked anywhere,
+    # the backslash and its quote in two chunks too).
+    assert not feed(json.dumps({"t": ("x" * 50 + '"') * 5}).encode(), 100)
+    assert feed(json.dumps({"t": ("x" * 20 + '"') * 4}).encode(), 100)

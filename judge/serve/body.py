@@ -79,9 +79,11 @@ def default_string_limit(max_tokens: int) -> int:
 
 class StringRuns:
     """The length of the longest string of a body, fed its chunks as they arrive: a run of bytes between two
-    ``"`` (so the JSON between two strings counts as a run too: megabytes of it belong in no request); runs are
-    cut at an escaped quote too, so a string is never counted longer than it is. A run that
-    starts as a data URL (``data:``, an image) is not bounded here: the image limits bound it once decoded.
+    ``"`` (so the JSON between two strings counts as a run too: megabytes of it belong in no request). A quote
+    after a backslash does not end a run (an escaped quote, also across two chunks), so escaped quotes cannot
+    cut a long string into short runs; a string that ends in an escaped backslash is then counted together
+    with what follows it, which can only make a run longer. A run that starts as a data URL (``data:``, an
+    image) is not bounded here: the image limits bound it once decoded.
 
     At C speed per chunk (``bytes.split``); the number of pieces is bounded by :class:`StructureCount`,
     which counts every ``"`` of the same body."""
@@ -90,13 +92,18 @@ class StringRuns:
         self.limit = limit
         self.run = 0  #: bytes of the run the last chunk ended in
         self.head = b""  #: its first bytes (up to 5: enough to tell a data URL)
+        self.backslash = False  #: whether the last chunk ended in a backslash
 
     def _over(self, length: int, head: bytes) -> bool:
         return length > self.limit and not head.startswith(_DATA_URL)
 
     def add(self, chunk: bytes) -> bool:
         """Count ``chunk``; False once a string is over the limit."""
-        pieces = chunk.split(b'"')
+        escaped_first = self.backslash and chunk.startswith(b'"')
+        self.backslash = chunk.endswith(b"\\")
+        if escaped_first:  # the quote escaped at the end of the last chunk: the run goes on
+            chunk = chunk[1:]
+        pieces = chunk.replace(b'\\"', b"").split(b'"')
         first = pieces[0]
         self.run += len(first)
         if len(self.head) < len(_DATA_URL):
