@@ -2,7 +2,7 @@
 
 The same randomly initialised model as ``scripts/bench_score.py`` (``--shape 4b`` or ``tiny``) is
 saved once to a folder, then loaded for each configuration through the judge's own training
-path, ``judge.train.trainer.build_model`` (LoRA on the language model's projections; QLoRA:
+path, ``judge.train.model.build_model`` (LoRA on the language model's projections; QLoRA:
 NF4 through bitsandbytes and ``prepare_model_for_kbit_training``). Batches come from the judge's
 own collator (``judge.train.collator.JudgeCollator``) over SFT examples of the synthetic
 workload (one example per response and criterion, ``--target`` format), through a DataLoader
@@ -189,7 +189,7 @@ def load_model(quant: str, args, model_dir: Path, device: str, dtype_name: str):
     import torch
 
     from judge.train.config import RunConfig
-    from judge.train.trainer import build_model
+    from judge.train.model import build_model
 
     if quant != "none" and not device.startswith("cuda") and torch.cuda.is_available():
         raise SystemExit(
@@ -227,7 +227,7 @@ def run_config(
     from torch.utils.data import DataLoader
 
     from judge.train.collator import JudgeCollator
-    from judge.train.trainer import liger_on
+    from judge.train.model import liger_on
 
     quant, gc_on, packed = CONFIGS[name]
     cuda = device.startswith("cuda")
@@ -472,7 +472,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.repeats < 1:
         p.error("--repeats must be positive")
     if args.liger:
-        from judge.train.trainer import liger_unavailable
+        from judge.train.model import liger_unavailable
 
         why = liger_unavailable() or (
             None

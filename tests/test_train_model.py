@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from judge.train.config import RunConfig
-from judge.train.trainer import build_model
+from judge.train.model import build_model
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -181,8 +181,8 @@ _SHARDED_VALIDATION = """
 import json, sys
 import datasets, torch
 from torch.distributed.tensor import DTensor
-from judge.train.trainer import _state
-_state()
+from judge.train.launch import process_state
+process_state()
 from accelerate import Accelerator
 from judge.core.rubric import load_rubric
 from judge.models import build_tiny_scorer
@@ -425,7 +425,7 @@ def test_mixed_image_and_text_only_training_data_is_refused_when_it_would_hang()
     import datasets
 
     from judge.core.errors import ConfigError
-    from judge.train.trainer import _check_images_everywhere
+    from judge.train.launch import check_images_everywhere
 
     def split(*n_images: int):
         return datasets.Dataset.from_dict(
@@ -433,7 +433,7 @@ def test_mixed_image_and_text_only_training_data_is_refused_when_it_would_hang()
             features=datasets.Features({"images": datasets.List(datasets.Image())}),
         )
 
-    _check_images_everywhere(split(1, 2, 3), "FSDP")  # every example runs the vision tower
-    _check_images_everywhere(split(0, 0), "FSDP")  # none does
+    check_images_everywhere(split(1, 2, 3), "FSDP")  # every example runs the vision tower
+    check_images_everywhere(split(0, 0), "FSDP")  # none does
     with pytest.raises(ConfigError, match="1 of 3 training examples have no image"):
-        _check_images_everywhere(split(2, 0, 1), "FSDP")
+        check_images_everywhere(split(2, 0, 1), "FSDP")

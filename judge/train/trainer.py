@@ -32,28 +32,27 @@ import re
 import shutil
 import time
 from collections.abc import Mapping
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from judge.core.errors import ConfigError, JudgeError
-from judge.core.rubric import Rubric, load_rubric
+from judge.core.rubric import load_rubric
 from judge.data.config import DataSections
-from judge.models.card import (
-    CardData,
-    CardRubric,
-    CardTraining,
-    CardValidation,
-    Distribution,
-    JudgeCard,
-    Metrics,
-    git_commit,
-    library_versions,
-    write_card,
+from judge.train.config import RunConfig, load_run_config, override_run_config
+from judge.train.judge_folder import judge_card, save_judge
+from judge.train.launch import (
+    check_distributed,
+    check_launch,
+    cpu_sharded,
+    describe,
+    distribution_of,
+    is_main,
+    launched_sharding,
+    process_state,
 )
-from judge.train.config import LANGUAGE_LINEAR, RunConfig, load_run_config, override_run_config
 from judge.train.loss import labels_only_loss
+from judge.train.model import build_model, liger_on
 from judge.train.validation import ValidationSet, run_validation
 
 logger = logging.getLogger(__name__)
@@ -77,52 +76,6 @@ class TrainingDiverged(JudgeError):
     """The loss or the gradient norm stopped being finite while training."""
 
 
-def _launched_sharding() -> str | None:
-    """``"fsdp"`` or ``"deepspeed"`` when ``accelerate launch`` was given such a config, else None."""
-    if os.environ.get("ACCELERATE_USE_DEEPSPEED", "false").lower() == "true":
-        return "deepspeed"
-    if os.environ.get("ACCELERATE_USE_FSDP", "false").lower() == "true":
-        return "fsdp"
-    return None
-
-
-def _cpu_sharded() -> bool:
-    """FSDP or DeepSpeed launched on a machine without a GPU (processes on the CPU, gloo)."""
-    import torch
-
-    return _launched_sharding() is not None and not torch.cuda.is_available()
-
-
-def _state():
-    """accelerate's process state. On a machine without a GPU it must be created with ``cpu=True`` (first),
-    or processes started by ``accelerate launch --multi_gpu`` / torchrun would each think they are alone.
-
-    FSDP and DeepSpeed on CPU processes (gloo): accelerate turns its FSDP and DeepSpeed settings on for
-    GPU kinds of process state only and would silently run plain data parallelism instead. For FSDP the
-    CPU state is marked as a multi-device one, so that the accelerator shards (FSDP2 runs on gloo); for
-    DeepSpeed the state is made the non-CPU way with the gloo backend (DeepSpeed's CPU accelerator uses
-    gloo). The training arguments then keep this state (``use_configured_state``)."""
-    import torch
-    from accelerate import PartialState
-    from accelerate.utils import DistributedType
-
-    if PartialState._shared_state:
-        return PartialState()
-    if torch.cuda.is_available():
-        return PartialState()
-    sharding = _launched_sharding()
-    if sharding == "deepspeed" and int(os.environ.get("LOCAL_RANK", -1)) != -1:
-        return PartialState(backend="gloo")
-    state = PartialState(cpu=True)
-    if sharding == "fsdp" and state.distributed_type == DistributedType.MULTI_CPU:
-        PartialState._shared_state["distributed_type"] = DistributedType.MULTI_GPU
-    return state
-
-
-def _is_main() -> bool:
-    return _state().is_main_process
-
-
 # ----------------------------------------------------------------------------- data
 def prepare_data(cfg: RunConfig, config_path: Path | None, data_dir: str | Path | None) -> Path:
     """Build the SFT dataset (main process; the others wait), or check a prebuilt one; return its folder."""
@@ -130,7 +83,7 @@ def prepare_data(cfg: RunConfig, config_path: Path | None, data_dir: str | Path 
     from judge.models.loading import load_processor
 
     rubric = load_rubric(cfg.rubric)
-    state = _state()
+    state = process_state()
     if data_dir is None:
         out = cfg.data_dir
         if state.is_main_process:
@@ -166,88 +119,6 @@ def prepare_data(cfg: RunConfig, config_path: Path | None, data_dir: str | Path 
 
 
 # ----------------------------------------------------------------------------- model
-def build_model(cfg: RunConfig):
-    """Load the base and make the trainable model: LoRA on the language model, or full tuning."""
-    import torch
-
-    from judge.models.loading import load_scorer, resolve_dtype
-
-    check_liger(cfg)
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    quant = None if cfg.quantization == "none" else cfg.quantization
-    device_map = None
-    if quant is not None and device == "cuda":
-        device_map = {"": int(os.environ.get("LOCAL_RANK", 0))}
-    # Resolve "auto" against the training device (bf16 on a GPU), not against the CPU the weights load on.
-    dtype = resolve_dtype(cfg.model.dtype, device)
-    model, processor = load_scorer(
-        cfg.model.path,
-        dtype=dtype,
-        device="cpu" if quant is None else device,
-        quantization=quant,
-        trust_remote_code=cfg.model.trust_remote_code,
-        attn_implementation=cfg.model.attn_implementation,
-        device_map=device_map,
-    )
-    model.train()
-    if liger_on(cfg):
-        _apply_liger(model, required=cfg.train.liger_kernel is True)
-    if cfg.train.packing and device == "cuda" and cfg.model.attn_implementation is None:
-        # A packed row under sdpa gets a dense (tokens x tokens) mask and attends across examples before
-        # masking; flex_attention's block mask skips those blocks. The vision tower keeps its own.
-        model.set_attn_implementation({"text_config": "flex_attention"})
-    frozen_prefixes = []
-    if not cfg.lora.train_vision:
-        frozen_prefixes.append("vision_tower")
-    if not cfg.lora.train_projector:
-        frozen_prefixes.append("multi_modal_projector")
-    if cfg.train.finetune == "full":
-        for name, p in model.named_parameters():
-            p.requires_grad = not any(f in name for f in frozen_prefixes)
-        return model, processor, dtype
-    from peft import LoraConfig, get_peft_model
-
-    if quant is not None:
-        # Not peft's prepare_model_for_kbit_training: it upcasts every frozen parameter that is not 4-bit
-        # (vision tower, projector, embeddings, norms) to float32, which at 4B size costs more memory than
-        # the 4-bit weights save (QLoRA peaked above bf16 LoRA on the H100). Frozen parameters stay in the
-        # load dtype; what trains is float32 (below); gradient checkpointing is the Trainer's (non-reentrant,
-        # so the inputs need not require gradients).
-        model.requires_grad_(False)
-    targets: str | list[str] = cfg.lora.target_modules
-    if targets == "language":
-        # Only the language model's projections: the vision tower has q/k/v-like names of its own.
-        targets = r".*language_model.*\.(" + "|".join(LANGUAGE_LINEAR) + r")$"
-    modules_to_save = [
-        m
-        for m, on in (
-            ("vision_tower", cfg.lora.train_vision),
-            ("multi_modal_projector", cfg.lora.train_projector),
-        )
-        if on
-    ]
-    lcfg = LoraConfig(
-        r=cfg.lora.r,
-        lora_alpha=cfg.lora.alpha,
-        lora_dropout=cfg.lora.dropout,
-        target_modules=targets,
-        modules_to_save=modules_to_save or None,
-        task_type="CAUSAL_LM",
-    )
-    try:
-        model = get_peft_model(model, lcfg)
-    except ValueError as e:
-        raise ConfigError(
-            f"lora.target_modules {cfg.lora.target_modules!r} matches no module of {cfg.model.path!r}: {e}"
-        ) from None
-    if quant is not None:
-        # What trains keeps float32 master weights (the adapters already are: peft's autocast_adapter_dtype;
-        # a vision tower or projector trained in full is a bf16 copy until here): bf16 weights would lose the
-        # small updates. bf16 autocast runs their matmuls in bf16 all the same.
-        for param in model.parameters():
-            if param.requires_grad and param.dtype in (torch.bfloat16, torch.float16):
-                param.data = param.data.float()
-    return model, processor, dtype
 
 
 # ----------------------------------------------------------------------------- trainer
@@ -311,8 +182,8 @@ def _sft_config(cfg: RunConfig, dtype, checkpoints: Path, report_to: list[str]):
         )
     if t.gradient_checkpointing:
         kwargs["activation_checkpointing_kwargs"] = {"use_reentrant": False}
-    if _cpu_sharded():
-        # The training arguments would otherwise rebuild accelerate's state as a CPU one (see _state).
+    if cpu_sharded():
+        # The training arguments would otherwise rebuild accelerate's state as a CPU one (see process_state).
         kwargs["accelerator_config"] = {"use_configured_state": True}
     return SFTConfig(**kwargs)
 
@@ -325,7 +196,7 @@ def _trainer_misloads_full_checkpoints(cfg: RunConfig) -> bool:
     matches no key and keeps the current weights, warning only. ``from_pretrained`` maps the names. A
     PEFT checkpoint (the adapter) and a sharded one (FSDP's or DeepSpeed's own state, under the model's
     own names) load right through the Trainer."""
-    return cfg.train.finetune == "full" and _launched_sharding() is None
+    return cfg.train.finetune == "full" and launched_sharding() is None
 
 
 def _make_trainer_class():
@@ -519,174 +390,6 @@ def _load_full_checkpoint(model, folder: str) -> None:
 
 
 # ----------------------------------------------------------------------------- distributed checks
-def liger_unavailable() -> str | None:
-    """Why liger-kernel cannot run in this process (no CUDA GPU, not installed), or None."""
-    import torch
-
-    if not torch.cuda.is_available():
-        return (
-            "needs a CUDA GPU: liger-kernel's kernels are Triton GPU kernels, and on a machine without one "
-            "Triton finds no driver to run them on ('0 active drivers')"
-        )
-    try:
-        import liger_kernel  # noqa: F401
-    except ImportError:
-        return "needs liger-kernel: pip install 'judge[liger]' (or liger-kernel)"
-    return None
-
-
-def check_liger(cfg: RunConfig) -> None:
-    """``train.liger_kernel`` can run here (checked before anything loads)."""
-    if cfg.train.liger_kernel and (why := liger_unavailable()):
-        raise ConfigError(f"train.liger_kernel {why}; set train.liger_kernel: false to train without it")
-
-
-def liger_on(cfg: RunConfig) -> bool:
-    """Whether this run uses liger-kernel: ``train.liger_kernel`` when set, else (the default) wherever it
-    can run (:func:`liger_unavailable`), which is never on the CPU."""
-    if cfg.train.liger_kernel is not None:
-        return cfg.train.liger_kernel
-    return liger_unavailable() is None
-
-
-def _apply_liger(model, required: bool = True) -> None:
-    """liger-kernel's RMSNorm, SwiGLU and RoPE kernels in the model's Qwen2 language model, in place.
-
-    liger patches Qwen2's rotary function for the whole process (a module-level function) and this model's
-    norm and MLP modules; the LM head and loss stay the judge's (``labels_only_loss(fused=True)``). A language
-    model that is not Qwen2 is an error when liger was asked for (``required``), else it keeps its own
-    modules (the fused loss still applies: it needs only the LM head)."""
-    from liger_kernel.transformers import apply_liger_kernel_to_qwen2
-
-    lm = getattr(getattr(model, "model", None), "language_model", None)
-    model_type = getattr(getattr(lm, "config", None), "model_type", None)
-    if model_type != "qwen2" and not required:
-        logger.info(f"liger-kernel's Qwen2 kernels skipped: this language model is {model_type!r}")
-        return
-    if model_type != "qwen2":
-        raise ConfigError(
-            f"train.liger_kernel supports a Qwen2 language model (InternVL2.5/3 judges); this model's is "
-            f"{model_type or type(lm).__name__!r}"
-        )
-    apply_liger_kernel_to_qwen2(
-        rope=True, rms_norm=True, swiglu=True, cross_entropy=False, fused_linear_cross_entropy=False, model=lm
-    )
-
-
-def _check_launch(cfg: RunConfig) -> None:
-    """Before any model is loaded: what FSDP / DeepSpeed cannot run."""
-    check_liger(cfg)
-    sharding = _launched_sharding()
-    if sharding is not None and cfg.quantization != "none":
-        raise ConfigError(
-            f"quantization {cfg.quantization!r} (QLoRA) cannot run under {sharding}: bitsandbytes' "
-            "quantized weights are not sharded; launch with configs/accelerate/ddp.yaml, or set "
-            "quantization: none"
-        )
-
-
-def _check_distributed(trainer, cfg: RunConfig, train_split) -> None:
-    """Once the accelerator exists, before training: the sharded set-ups judge-train supports and can save."""
-    acc = trainer.accelerator
-    sharding = _launched_sharding()
-    if (sharding == "fsdp" and not trainer.is_fsdp_enabled) or (
-        sharding == "deepspeed" and not trainer.is_deepspeed_enabled
-    ):
-        raise ConfigError(
-            f"accelerate launch asked for {sharding}, but accelerate set up {acc.distributed_type} "
-            "(the model would not be sharded); check the accelerate config"
-        )
-    zero3 = False
-    if trainer.is_fsdp_enabled:
-        plugin = acc.state.fsdp_plugin
-        if plugin.fsdp_version != 2:
-            raise ConfigError(
-                f"fsdp_config.fsdp_version {plugin.fsdp_version} is not supported: judge-train runs "
-                "FSDP2 (fsdp_version: 2, as in configs/accelerate/fsdp.yaml)"
-            )
-        if "FULL_STATE_DICT" not in str(plugin.state_dict_type):
-            raise ConfigError(
-                f"fsdp_config.fsdp_state_dict_type {str(plugin.state_dict_type).split('.')[-1]} is "
-                "not supported: judge-train saves and reloads checkpoints as FULL_STATE_DICT"
-            )
-    if trainer.is_deepspeed_enabled:
-        plugin = acc.state.deepspeed_plugin
-        zero3 = plugin.zero_stage == 3
-        if plugin.zero_stage not in (2, 3):
-            raise ConfigError(
-                f"deepspeed_config.zero_stage {plugin.zero_stage} is not supported: use ZeRO-2 or "
-                "ZeRO-3 (configs/accelerate/deepspeed_zero2.yaml, deepspeed_zero3.yaml)"
-            )
-        zero_cfg = plugin.deepspeed_config.get("zero_optimization", {})
-        if zero3 and not zero_cfg.get("stage3_gather_16bit_weights_on_model_save"):
-            raise ConfigError(
-                "deepspeed_config.zero3_save_16bit_model must be true under ZeRO-3 (DeepSpeed's "
-                "stage3_gather_16bit_weights_on_model_save): without it the judge's weights cannot "
-                "be gathered to be written"
-            )
-    if acc.num_processes > 1:
-        params_sharded = trainer.is_fsdp_enabled or zero3
-        vision_trains = any(
-            p.requires_grad
-            for n, p in trainer.model.named_parameters()
-            if "vision_tower" in n or "multi_modal_projector" in n
-        )
-        if params_sharded or vision_trains:
-            _check_images_everywhere(
-                train_split,
-                "FSDP / ZeRO-3 shard the vision tower"
-                if params_sharded
-                else "the vision tower or projector trains",
-            )
-
-
-def _check_images_everywhere(train_split, why: str) -> None:
-    """Processes that run the vision tower and processes that skip it (a batch without images) would
-    exchange different parameters or gradients: a hang, or an error, mid-training."""
-    import pyarrow.compute as pc
-
-    counts = pc.list_value_length(train_split.data.column("images")).to_pylist()
-    without = sum(1 for n in counts if not n)
-    if 0 < without < len(counts):
-        raise ConfigError(
-            f"{without} of {len(counts)} training examples have no image: with several processes, "
-            f"where {why}, every example needs an image (or none may have one), or the processes "
-            "would run different modules and their exchanges of parameters or gradients would no "
-            "longer match (a hang or an error mid-training); train in one process, or split the "
-            "data by modality"
-        )
-
-
-def _distribution(trainer) -> Distribution:
-    """How the run was distributed, read off the live model (for the card)."""
-    from torch.distributed.tensor import DTensor
-
-    acc = trainer.accelerator
-    kind = (
-        "fsdp"
-        if trainer.is_fsdp_enabled
-        else "deepspeed"
-        if trainer.is_deepspeed_enabled
-        else "ddp"
-        if acc.num_processes > 1
-        else "none"
-    )
-    # Only the kind of sharding in use is named on the card (fsdp_version or zero_stage).
-    sharding: dict[str, int] = {}
-    if trainer.is_fsdp_enabled:
-        sharding["fsdp_version"] = acc.state.fsdp_plugin.fsdp_version
-    if trainer.is_deepspeed_enabled:
-        sharding["zero_stage"] = acc.state.deepspeed_plugin.zero_stage
-    return Distribution(
-        type=kind,
-        processes=acc.num_processes,
-        device=acc.device.type,
-        **sharding,
-        # FSDP2 holds parameters as DTensor shards; ZeRO-3 as empty tensors tagged with their DeepSpeed id.
-        parameters_sharded=any(
-            isinstance(p, DTensor) or hasattr(p, "ds_id") for p in trainer.model.parameters()
-        ),
-    )
 
 
 def _fmt_log(step: int, logs: dict[str, Any], max_steps: int | None = None) -> str:
@@ -741,7 +444,7 @@ def train_judge(
         config_path, cfg = None, override_run_config(config, overrides)
     else:
         config_path, cfg = load_run_config(config, overrides)
-    _state()
+    process_state()
     from judge.models.loading import check_model_source
 
     check_model_source(
@@ -749,7 +452,7 @@ def train_judge(
         hint="point the config at the folder: --set model.path=DIR; to try the pipeline without a "
         "checkpoint, train the tiny local model: judge-train --config demo",
     )
-    _check_launch(cfg)
+    check_launch(cfg)
     checkpoints = cfg.out / "checkpoints"
     resume_from = _last_checkpoint(checkpoints) if resume else None
     if resume and resume_from is None:
@@ -767,7 +470,7 @@ def train_judge(
     model, processor, dtype = build_model(cfg)
 
     out = cfg.out
-    if not resume and _is_main() and checkpoints.exists():
+    if not resume and is_main() and checkpoints.exists():
         # A fresh run must not pick up (or be confused by) checkpoints of an earlier one.
         shutil.rmtree(checkpoints)
     args = _sft_config(cfg, dtype, checkpoints, _report_to(cfg))
@@ -795,13 +498,13 @@ def train_judge(
     misload = _trainer_misloads_full_checkpoints(cfg)
     if misload:
         trainer.add_callback(FullCheckpoints(resume_from, load_best=ev.strategy != "no"))
-    _check_distributed(trainer, cfg, dd["train"])
-    if _is_main():
-        st = _state()
+    check_distributed(trainer, cfg, dd["train"])
+    if is_main():
+        st = process_state()
         n_train = sum(p.numel() for p in model.parameters() if p.requires_grad)
         logger.info(
             f"training {cfg.train.finetune} ({n_train:,} trainable parameters) on {st.device}, world size "
-            f"{st.num_processes}, {_describe(trainer)}, {len(dd['train'])} examples"
+            f"{st.num_processes}, {describe(trainer)}, {len(dd['train'])} examples"
         )
     t_train = time.perf_counter()
     quiet = _TrainerMisloadWarning()
@@ -820,7 +523,7 @@ def train_judge(
             f"{cfg.train.learning_rate:g}) or raise train.warmup_steps; a checkpoint saved before it, if any, is "
             f"in {checkpoints}"
         )
-    distribution = _distribution(trainer)
+    distribution = distribution_of(trainer)
     final = None
     if validation is not None:
         # The best checkpoint is loaded by now (load_best_model_at_end); score it once more.
@@ -828,10 +531,12 @@ def train_judge(
     baseline = trainer.baseline
     best_value = trainer.state.best_metric
     judge_dir = out / "judge"
-    card = _card(cfg, config_path, rubric, data_path, baseline, final, trainer, train_seconds, distribution)
+    card = judge_card(
+        cfg, config_path, rubric, data_path, baseline, final, trainer, train_seconds, distribution
+    )
     # Every process takes part (a sharded model's weights are gathered); the main one writes.
-    _save_judge(trainer, processor, card, judge_dir, cfg, merge, dtype)
-    if _is_main():
+    save_judge(trainer, processor, card, judge_dir, cfg, merge, dtype)
+    if is_main():
         _log_final(cfg, final, baseline)
     trainer.accelerator.wait_for_everyone()
     result = TrainResult(
@@ -844,17 +549,9 @@ def train_judge(
         best_value,
         trainer.state.best_model_checkpoint,
     )
-    if _is_main():
+    if is_main():
         logger.info(format_summary(result, train_seconds))
     return result
-
-
-def _describe(trainer) -> str:
-    if trainer.is_fsdp_enabled:
-        return f"FSDP{trainer.accelerator.state.fsdp_plugin.fsdp_version}"
-    if trainer.is_deepspeed_enabled:
-        return f"DeepSpeed ZeRO-{trainer.accelerator.state.deepspeed_plugin.zero_stage}"
-    return "DDP" if trainer.accelerator.num_processes > 1 else "one process"
 
 
 def _last_checkpoint(folder: Path) -> Path | None:
@@ -878,7 +575,7 @@ def _last_checkpoint(folder: Path) -> Path | None:
             logger.warning(
                 f"{d} is incomplete (saving it was interrupted); resuming from an earlier checkpoint"
             )
-            if _is_main():
+            if is_main():
                 shutil.rmtree(d, ignore_errors=True)
     return None
 
@@ -891,158 +588,6 @@ def _headline(metrics: dict[str, Any] | None) -> str:
 
 def _num(v) -> str:
     return "undefined" if v is None else f"{v:.3f}"
-
-
-def _card(
-    cfg: RunConfig,
-    config_path: Path | None,
-    rubric: Rubric,
-    data_path: Path,
-    baseline: Metrics | None,
-    final: Metrics | None,
-    trainer,
-    train_seconds: float,
-    distribution: Distribution,
-) -> JudgeCard:
-    manifest = json.loads((data_path / "manifest.json").read_text(encoding="utf-8"))
-    return JudgeCard(
-        judge_card_version=1,
-        base_model=cfg.model.path if cfg.model.path != "tiny" else "tiny:seed=0",
-        finetune=cfg.train.finetune,
-        quantization=cfg.quantization,
-        rubric=CardRubric(name=rubric.name, version=rubric.version, hash=rubric.hash),
-        scale=rubric.scale.values,
-        target_format=cfg.data.target,
-        data=CardData(
-            hash=manifest["data_hash"],
-            examples=manifest["counts"],
-            records=manifest["records"],
-            annotation_files=manifest["annotation_files"],
-            dataset=str(data_path),
-        ),
-        config_file=str(config_path) if config_path is not None else None,
-        config=cfg.model_dump(mode="json"),
-        seed=cfg.train_seed,
-        git_commit=git_commit(Path(__file__).resolve().parent),
-        libraries=library_versions(),
-        training=CardTraining(
-            steps=trainer.state.global_step,
-            epochs=trainer.state.epoch,
-            seconds=round(train_seconds, 1),
-            best_metric=cfg.eval.best_metric,
-            best_value=trainer.state.best_metric,
-            best_checkpoint=trainer.state.best_model_checkpoint,
-            distributed=distribution,
-            evaluations=getattr(trainer, "eval_history", []),
-        ),
-        validation=CardValidation(untrained=baseline, final=final),
-        created=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-    )
-
-
-def _save_judge(
-    trainer, processor, card: JudgeCard, judge_dir: Path, cfg: RunConfig, merge: bool, dtype
-) -> None:
-    """Write the judge. Called on every process: a model the accelerator shards is gathered first, a
-    collective (FSDP2's full state dict on the main process; ZeRO-3's 16-bit gather, ZeRO-2's replicated
-    weights); only the main process writes."""
-    acc = trainer.accelerator
-    state_dict = None
-    if trainer.sharded:
-        state_dict = acc.get_state_dict(
-            trainer.model_wrapped if trainer.is_deepspeed_enabled else trainer.model
-        )
-    if acc.is_main_process:
-        _write_judge(
-            acc.unwrap_model(trainer.model),
-            processor,
-            card,
-            judge_dir,
-            cfg,
-            merge,
-            state_dict=state_dict,
-            dtype=dtype,
-        )
-    acc.wait_for_everyone()
-
-
-def _write_judge(
-    model,
-    processor,
-    card: JudgeCard,
-    judge_dir: Path,
-    cfg: RunConfig,
-    merge: bool,
-    state_dict: dict | None = None,
-    dtype=None,
-) -> None:
-    """Write adapter/ (or merged/), processor/ and the card beside, then swap the folder in.
-
-    ``state_dict``: the full weights gathered from a sharded ``model``, whose own tensors are shards
-    (FSDP2 DTensors, ZeRO-3's empty partitions) and are then never read.
-    """
-    tmp = judge_dir.with_name(judge_dir.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    is_peft = hasattr(model, "peft_config")
-    if is_peft:
-        model.save_pretrained(tmp / "adapter", state_dict=state_dict)
-    if not is_peft or merge:
-        if is_peft:
-            # A sharded model cannot merge in place: merge the saved adapter into a fresh copy of the base.
-            merged = _merged_model(
-                model, cfg, tmp / "adapter", reload_dtype=dtype if state_dict is not None else None
-            )
-            merged.save_pretrained(tmp / "merged", safe_serialization=True)
-        else:
-            model.save_pretrained(tmp / "merged", safe_serialization=True, state_dict=state_dict)
-        processor.save_pretrained(tmp / "merged")
-    processor.save_pretrained(tmp / "processor")
-    card.outputs = sorted(p.name for p in tmp.iterdir())
-    write_card(tmp, card)
-    old = judge_dir.with_name(judge_dir.name + ".old")
-    shutil.rmtree(old, ignore_errors=True)
-    if judge_dir.exists():
-        judge_dir.rename(old)
-    tmp.rename(judge_dir)
-    shutil.rmtree(old, ignore_errors=True)
-
-
-def _merged_model(model, cfg: RunConfig, adapter_dir: Path, reload_dtype=None):
-    """The adapter merged into the base. ``reload_dtype``: the model is sharded; merge into a fresh copy of
-    the base in that dtype (the training dtype) instead of in place."""
-    if cfg.quantization == "none" and reload_dtype is None:
-        return model.merge_and_unload()
-    # A quantized base cannot take merged weights, nor a sharded one: reload the base unquantized, on this
-    # process alone, and merge there.
-    from peft import PeftModel
-
-    from judge.models.loading import load_scorer
-
-    with _unpartitioned_loading():
-        base, _ = load_scorer(
-            cfg.model.path,
-            dtype=reload_dtype if reload_dtype is not None else cfg.model.dtype,
-            trust_remote_code=cfg.model.trust_remote_code,
-        )
-        return PeftModel.from_pretrained(base, str(adapter_dir)).merge_and_unload()
-
-
-@contextmanager
-def _unpartitioned_loading():
-    """Load models whole on this process even while a DeepSpeed ZeRO-3 run is configured: transformers
-    would otherwise build them partitioned, a collective that the main process alone never completes."""
-    try:
-        from transformers.integrations import deepspeed as hf_deepspeed
-    except ImportError:  # pragma: no cover - transformers always has it
-        yield
-        return
-    ref = hf_deepspeed._hf_deepspeed_config_weak_ref
-    hf_deepspeed.unset_hf_deepspeed_config()
-    try:
-        yield
-    finally:
-        hf_deepspeed._hf_deepspeed_config_weak_ref = ref
 
 
 def _log_final(cfg: RunConfig, final: dict | None, baseline: dict | None) -> None:
