@@ -46,8 +46,8 @@ def lora_model(seed: int = 0):
 
     model, processor = build_tiny_scorer(seed=seed)
     target = r".*language_model.*\.(" + "|".join(LANGUAGE_LINEAR) + r")$"
+    torch.manual_seed(1)  # lora_A's random init too: the same adapters whatever ran before in the process
     model = get_peft_model(model, LoraConfig(r=4, lora_alpha=8, lora_dropout=0.0, target_modules=target))
-    torch.manual_seed(1)
     for n, p in model.named_parameters():
         if "lora_B" in n:  # non-zero adapters, so that their gradients depend on everything upstream
             torch.nn.init.normal_(p, std=0.05)
@@ -58,7 +58,7 @@ def test_a_packed_row_gives_the_padded_batchs_loss_and_gradients(rubric, small_d
     """Float32 on the CPU: the packed row and the padded batch run the same sums in another order (other
     matmul shapes, a longer attention row), which moves a loss near 8 by about 1e-6; the tolerance of 1e-5
     (relative 1e-4 for gradients) is ten times that, while a row whose examples see each other, or whose
-    positions do not restart, moves the loss by more than 1e-2 (checked below)."""
+    positions do not restart, moves the loss by more than 1e-3, a hundred times it (checked below)."""
     model, processor = lora_model()
     model.train()
     exs = examples(rubric, small_demo)
@@ -97,7 +97,7 @@ def test_a_packed_row_gives_the_padded_batchs_loss_and_gradients(rubric, small_d
     run_on = dict(packed, position_ids=torch.arange(packed["input_ids"].shape[1])[None])
     with torch.no_grad():
         wrong, _ = labels_only_loss(model, run_on)
-    assert abs(wrong.item() - ref) > 1e-2
+    assert abs(wrong.item() - ref) > 1e-3, (wrong.item(), ref)  # 7e-3 with these seeded adapters
 
 
 @pytest.mark.slow
@@ -136,7 +136,7 @@ def test_judge_train_packed_trains_the_same_judge_as_padded(small_demo, tmp_path
 
 def test_liger_is_on_by_default_only_where_it_can_run():
     from judge.train.config import RunConfig
-    from judge.train.trainer import liger_on, liger_unavailable
+    from judge.train.model import liger_on, liger_unavailable
 
     auto = RunConfig.model_validate({"data": {"annotations": ["x.jsonl"]}})
     assert auto.train.liger_kernel is None
