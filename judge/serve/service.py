@@ -43,6 +43,7 @@ from judge.core.io import InvalidRecordsError, parse_records
 from judge.core.rubric import OVERALL
 from judge.core.schema import PredictionRecord, ScoreRecord, content_fields, content_images
 from judge.serve.batcher import Batcher, BatcherStats
+from judge.serve.body import default_string_limit
 from judge.serve.config import ServeConfig
 from judge.serve.metrics import ServiceMetrics
 
@@ -370,8 +371,6 @@ class JudgeService:
     def string_limit(self) -> int | None:
         """The longest string a body may hold (bytes as sent; :class:`judge.serve.body.StringRuns`): the
         option's, else from the context budget (None until the judge is loaded, when no work is taken)."""
-        from judge.serve.body import default_string_limit
-
         if self.cfg.max_string_bytes is not None:
             return self.cfg.max_string_bytes
         budget = self.engine.max_tokens if self.engine is not None else self.cfg.max_tokens
