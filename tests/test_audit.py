@@ -453,3 +453,34 @@ def test_the_python_api_audits_with_keywords(audit_input, tmp_path):
     )
     with pytest.raises(judge.ConfigError, match="`perturb`"):
         judge.audit_judge([audit_input], judge="tiny", perturb=["blur"])
+
+
+def test_criteria_audits_only_those_and_the_overall_score(audit_input, tmp_path, capsys):
+    """`--criteria`: a judge trained on the overall score only (the demo's) is audited on what it learned,
+    at a seventh of the scoring; the overall cells equal a full audit's, and a wrong name is refused."""
+    import judge
+
+    kw = dict(judge="tiny", rubric="mmie", perturb=["blank-images"], progress=False, bootstrap=100)
+    only = judge.audit_judge([audit_input], out=tmp_path / "only", criteria=["overall"], **kw)
+    full = judge.audit_judge([audit_input], out=tmp_path / "full", **kw)
+    assert only.data.criteria == ["overall"] and len(full.data.criteria) > 7
+    rows = read_scores(tmp_path / "only")
+    assert {r["criterion"] for r in rows} == {"overall"} and len(rows) == 2 * 18
+    a, b = (
+        only.data.cell("judge", "blank-images", "overall"),
+        full.data.cell("judge", "blank-images", "overall"),
+    )
+    # The same scores but for float32 rounding: fewer criteria pack the forward batches otherwise.
+    assert a is not None and b is not None and a.verdict == b.verdict and a.n == b.n == 18
+    assert a.change == pytest.approx(b.change, abs=1e-5) and a.ci == pytest.approx(b.ci, abs=1e-5)
+    with_one = judge.audit_judge([audit_input], out=tmp_path / "one", criteria=["text_quality"], **kw).data
+    assert with_one.criteria == ["overall", "text_quality"]
+    code, _, err = run(
+        capsys, audit_input, "--judge", "tiny", "--rubric", "mmie", "--criteria", "text_qualty",
+        "--out", tmp_path / "bad",
+    )  # fmt: skip
+    assert (
+        code == 2
+        and err.startswith("error: --criteria: 'text_qualty' is not a criterion")
+        and "text_quality" in err
+    )

@@ -1,32 +1,47 @@
-"""Learning is real: a short run of the shipped recipe raises the judge's agreement with the annotators."""
+"""Learning is real: the shipped demo recipe raises the judge's agreement with the annotators, and the judge
+it trains looks at the pictures (the demo set's blank pictures fail a response; nothing in its text says so)."""
 
 from __future__ import annotations
 
-import pytest
+import json
+import statistics
 
+import pytest
+from PIL import Image
+
+from judge import Judge
 from judge.train import train_judge
 
 
 @pytest.mark.slow
-def test_short_training_raises_validation_correlation(tmp_path):
-    # The shipped demo recipe on the shipped demo set, cut to 150 steps (about 0.4 epoch); the
-    # full recipe is what scripts/demo.sh runs.
+def test_the_demo_recipe_learns_the_scores_and_to_look_at_the_pictures(tmp_path):
+    # The shipped demo recipe on the shipped demo set, as scripts/demo.sh runs it (its evaluations aside).
     result = train_judge(
-        "demo",
-        overrides={
-            "output_dir": str(tmp_path),
-            "train.max_steps": 150,
-            "eval.strategy": "no",
-            "train.logging_steps": 50,
-        },
+        "demo", overrides={"output_dir": str(tmp_path), "eval.strategy": "no", "train.logging_steps": 100}
     )
     before, after = result.baseline, result.final
     assert before["overall_n"] == after["overall_n"] == 75
-    assert before["all_n"] == after["all_n"] == 525
-    # Pooled over every criterion (525 scores) the gain is well clear of the noise; on the 75 overall
-    # scores alone the interval is wide, so the bar there is lower.
-    assert after["all_spearman"] > before["all_spearman"] + 0.15, (before, after)
-    assert after["overall_spearman"] > before["overall_spearman"] + 0.1, (before, after)
-    # Not the MAE: after 0.4 epoch the ranking is learned but the scale is not calibrated yet (on this
-    # set the untrained model's scores sit near the middle, a fair MAE); the full recipe lowers it
-    # (validation overall 1.41 -> 1.05 in scripts/demo.sh).
+    assert after["overall_spearman"] > before["overall_spearman"] + 0.2, (before, after)
+
+    # The validation stories and how-tos (the families whose pictures can be blank), each scored as it is
+    # and with its pictures replaced by white ones: the trained judge's overall score falls, as the
+    # annotators' does.
+    split = tmp_path / "data" / "splits" / "validation.jsonl"
+    items = [json.loads(line) for line in split.read_text().splitlines()]
+    items = [it for it in items if it["task"] in ("SA", "PBL")]
+    Image.new("RGB", (128, 96), (255, 255, 255)).save(split.parent / "white.png")
+    blanked = [
+        {
+            **it,
+            "response": [
+                {"type": "image", "image": "white.png"} if s["type"] == "image" else s for s in it["response"]
+            ],
+        }
+        for it in items
+    ]
+    judge = Judge.load(result.judge_dir, calibration=False)
+    keep = ("id", "task", "question", "response", "reference", "model")
+    as_is = judge.score([{k: it[k] for k in keep} for it in items], criteria="overall", root=split.parent)
+    white = judge.score([{k: it[k] for k in keep} for it in blanked], criteria="overall", root=split.parent)
+    change = statistics.fmean(w.score - a.score for w, a in zip(white, as_is, strict=True))
+    assert change < -0.3, change

@@ -36,6 +36,12 @@ class AuditConfig(Settings):
         description=f"perturbations to apply (repeatable; default all: {', '.join(PERTURBATIONS)})",
         json_schema_extra={"metavar": "NAME"},
     )
+    criteria: list[str] | None = Field(
+        None,
+        description="audit only these criteria (repeatable; overall is always audited; default: every "
+        "criterion of each item's family): a judge trained on the overall score only, or a quicker audit",
+        json_schema_extra={"metavar": "CRITERION"},
+    )
     clip_model: PathText | None = Field(
         None,
         description="also audit CLIPScore with this CLIP model (folder, hub id, or 'tiny' for the seeded "

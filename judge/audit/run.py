@@ -27,7 +27,7 @@ from typing import Any
 from judge.audit.config import AuditConfig
 from judge.audit.perturb import PERTURBATIONS, Context, Perturbation
 from judge.audit.report import MIN_EFFECT_SHARE, AuditData, PerturbationInfo, change_cell, write_outputs
-from judge.core.errors import JudgeError
+from judge.core.errors import ConfigError, JudgeError
 from judge.core.rubric import OVERALL, Rubric
 from judge.core.schema import PredictionRecord
 from judge.eval.clipscore import WEIGHT as CLIP_WEIGHT
@@ -109,6 +109,7 @@ def run_audit(cfg: AuditConfig) -> AuditResult:
     check_device(cfg.device)
     spec = resolve_judge(cfg.judge, cfg.rubric, force=cfg.force)
     rubric = spec.rubric
+    audited_criteria(cfg, rubric)  # a criterion the rubric lacks is refused before anything runs
     inputs = load_inputs(
         [*cfg.inputs],
         format=cfg.format,
@@ -164,8 +165,26 @@ def _open_out(cfg: AuditConfig, out: Path, run_info: RunInfo) -> ScoreStore:
     return store
 
 
+def audited_criteria(cfg: AuditConfig, rubric: Rubric) -> list[str]:
+    """The criteria the audit scores and reports: overall first, then `criteria` (default every criterion of
+    the rubric) in the rubric's order. Raises ``ConfigError`` naming a criterion the rubric does not have."""
+    known = list(
+        dict.fromkeys(c for fam in rubric.families.values() for c in fam.criterion_ids if c != OVERALL)
+    )
+    if cfg.criteria is None:
+        return [OVERALL, *known]
+    unknown = [c for c in cfg.criteria if c != OVERALL and c not in known]
+    if unknown:
+        raise ConfigError(
+            f"`criteria`: {', '.join(map(repr, unknown))} is not a criterion of rubric {rubric.name!r}; its "
+            f"criteria: {', '.join([OVERALL, *known])}"
+        )
+    return [OVERALL, *(c for c in known if c in cfg.criteria)]
+
+
 def _score_judge(cfg: AuditConfig, spec, store: ScoreStore, versions: list[_Version], done: set) -> int:
-    pending = [v.rec for v in versions if pending_criteria(spec.rubric, v.rec, done)]
+    wanted = set(audited_criteria(cfg, spec.rubric))
+    pending = [v.rec for v in versions if set(pending_criteria(spec.rubric, v.rec, done)) & wanted]
     if not pending:
         return 0
     model, processor = load_judge_model(
@@ -178,7 +197,7 @@ def _score_judge(cfg: AuditConfig, spec, store: ScoreStore, versions: list[_Vers
     with tqdm(
         total=len(pending), desc="audit", unit="item", disable=not cfg.progress, dynamic_ncols=True
     ) as bar:
-        for batch in engine.iter_batches(pending, done):
+        for batch in engine.iter_batches(pending, done, criteria=[list(wanted)] * len(pending)):
             written += store.append(batch.records)
             bar.update(batch.items)
     return written
@@ -218,9 +237,7 @@ def _analyse(
         key = item_key(v.item.benchmark, v.item.model, v.item.id)
         scores[(scorer, key, v.name)][crit] = float(r["score"])
 
-    criteria = [OVERALL] + list(
-        dict.fromkeys(c for fam in rubric.families.values() for c in fam.criterion_ids if c != OVERALL)
-    )
+    criteria = audited_criteria(cfg, rubric)
     scorers = ["judge", *(["clipscore"] if cfg.clip_model else [])]
     # A verdict counts a change of at least this many scale points (CLIPScore's scale is 0..2.5).
     min_effect = {
@@ -282,6 +299,7 @@ def _analyse(
             "bootstrap": cfg.bootstrap,
             "seed": cfg.seed,
             "perturb": cfg.perturb,
+            "criteria": cfg.criteria,
             "clip_model": cfg.clip_model,
             "limit": cfg.limit,
             "files": inputs,

@@ -24,7 +24,7 @@ examples (from the repository root, after scripts/demo.sh):
 
 GROUPS = {
     "judge": ["judge", "rubric", "force", "device", "dtype", "batch_tokens", "max_tokens", "clip_model"],
-    "audit": ["perturb", "bootstrap", "seed"],
+    "audit": ["perturb", "criteria", "bootstrap", "seed"],
     "inputs and outputs": ["format", "root", "skip_invalid", "limit", "out", "overwrite", "progress"],
 }
 

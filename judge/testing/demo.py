@@ -26,10 +26,11 @@ How a response is made:
 4. Each annotator adds a fixed bias and Gaussian noise to every true score, rounds
    half up and clips to 0..6 (``ANNOTATOR_PROFILES``).
 
-Two failure modes of real multimodal generators are in the set too, more often for weaker models: a
-*blank picture* (a plain white canvas: no caption match, not clean, off the question's background) and
-an *off-prompt* response (its text replaced by fluent sentences about everyday things, ``RAMBLE``; the
-factors of answering the task are 0, see ``OFF_PROMPT_FAILS``).
+Two failure modes of real multimodal generators are in the set too: *blank pictures* (every picture of a
+story or how-to response is a plain white canvas, for any model: nothing in the text predicts it, so a judge
+must look at the pictures; the response fails its task, every criterion capped at ``BLANK_CAP``) and, more
+often for weaker models, an *off-prompt* response (its text replaced by fluent sentences about everyday
+things, ``RAMBLE``; the factors of answering the task are 0, see ``OFF_PROMPT_FAILS``).
 """
 
 from __future__ import annotations
@@ -117,9 +118,16 @@ DRAW_P: dict[str, tuple[float, float]] = {
     "read_ok": (0.25, 0.7),
     "arith": (0.35, 0.6),
     "steps_msr": (0.2, 0.75),
-    "blank": (0.4, -0.35),
+    # Independent of skill: nothing in a response's text predicts that its pictures are blank, so a judge
+    # that learns these scores has to look at the pictures.
+    "blank": (0.25, 0.0),
     "off_prompt": (0.24, -0.22),
 }
+
+
+#: A response whose pictures are all blank fails its task, whatever its text: annotators give it at most this
+#: on every criterion (its true scores are capped here), so blank pictures cost about 2.5 points overall.
+BLANK_CAP = 2.0
 
 
 def _p(key: str, q: float) -> float:
@@ -129,7 +137,7 @@ def _p(key: str, q: float) -> float:
 
 def _pt(key: str) -> str:
     lo, slope = DRAW_P[key]
-    return f"{lo:g} {'+' if slope >= 0 else '-'} {abs(slope):g}q"
+    return f"{lo:g}" if slope == 0 else f"{lo:g} {'+' if slope >= 0 else '-'} {abs(slope):g}q"
 
 
 # Hidden factors per family: id -> (where it shows in the content, how it is drawn from q).
@@ -297,14 +305,15 @@ COLOURS: dict[str, tuple[int, int, int]] = {
 }
 SHAPES: list[str] = ["circle", "square", "triangle", "star"]
 
-# name -> (sky/background, ground band)
+# name -> (sky/background, ground band). Mid-tone and saturated, far from white: at the tiny judge's 56-pixel
+# tiles a pale scene and a blank (white) picture look nearly alike, and a judge could not learn to tell them.
 SCENES: dict[str, tuple[tuple[int, int, int], tuple[int, int, int]]] = {
-    "sunny meadow": ((205, 230, 250), (150, 205, 120)),
-    "sandy beach": ((195, 225, 245), (240, 220, 170)),
-    "snowy field": ((215, 220, 235), (250, 250, 250)),
-    "quiet garden": ((225, 240, 215), (175, 140, 100)),
+    "sunny meadow": ((95, 160, 230), (70, 150, 60)),
+    "sandy beach": ((60, 140, 210), (215, 180, 110)),
+    "snowy field": ((120, 130, 170), (200, 205, 220)),
+    "quiet garden": ((120, 175, 120), (140, 100, 60)),
 }
-TABLE_SCENE = ("wooden table", ((240, 225, 195), (200, 165, 115)))
+TABLE_SCENE = ("wooden table", ((170, 120, 70), (120, 80, 45)))
 JARRING_SCENES: dict[str, tuple[tuple[int, int, int], tuple[int, int, int]]] = {
     "black": ((15, 15, 15), (15, 15, 15)),
     "hot pink": ((255, 40, 190), (255, 40, 190)),
@@ -496,6 +505,8 @@ class _Draft:
     parts: list[list[_Sentence] | Image.Image] = field(default_factory=list)  # a text segment or an image
     factors: dict[str, float] = field(default_factory=dict)
     notes: dict[str, str] = field(default_factory=dict)  # factor -> sentence naming the problem
+    blank: bool = False  # every picture of the response is blank (see BLANK_CAP)
+    off_prompt: bool = False  # the text ignores the task (see _off_prompt)
 
     def text(self, *sentences: _Sentence) -> None:
         if sentences:
@@ -551,8 +562,10 @@ def _picture_flags(
 ) -> list[tuple[bool, bool, bool, bool]]:
     """(caption matches, clean, on the question's background, blank) per response picture.
 
-    A blank picture (the model drew nothing: a plain white canvas) matches no caption, is not clean and
-    is not on the question's background."""
+    With p = DRAW_P["blank"], whatever the model's skill, the model drew nothing: every picture of the
+    response is a plain white canvas, which matches no caption, is not clean and is not on the question's
+    background, and the response is capped (:data:`BLANK_CAP`)."""
+    blank = draft.blank = _bern(rng, _p("blank", q))
     flags = []
     for _ in range(n_images):
         match, clean, styled = (
@@ -560,18 +573,17 @@ def _picture_flags(
             _bern(rng, _p("clean", q)),
             _bern(rng, _p("style", q)),
         )
-        blank = _bern(rng, _p("blank", q))
         flags.append((False, False, False, True) if blank else (match, clean, styled, False))
     draft.factors["image_text_match"] = sum(f[0] for f in flags) / n_images
     draft.factors["image_clean"] = sum(f[1] for f in flags) / n_images
     draft.factors["image_style"] = sum(f[2] for f in flags) / n_images
-    for i, (_, clean, _, blank) in enumerate(flags):
-        if blank:
-            draft.notes.setdefault("image_clean", f"Picture {i + 1} is blank: nothing is drawn on it.")
-            draft.notes.setdefault(
-                "image_text_match", f"Picture {i + 1} is blank, so it shows nothing the text says."
-            )
-        elif not clean:
+    if blank:
+        which = "The picture is" if n_images == 1 else "Every picture is"
+        draft.notes["image_clean"] = f"{which} blank: nothing is drawn."
+        draft.notes["image_text_match"] = f"{which} blank, so it shows nothing the text says."
+        draft.notes["image_style"] = f"{which} blank, a white canvas unlike the question's scene."
+    for i, (_, clean, _, _) in enumerate(flags):
+        if not blank and not clean:
             draft.notes.setdefault(
                 "image_clean", f"Picture {i + 1} is smeared with grey scribbles and a blotch."
             )
@@ -1030,6 +1042,7 @@ def _off_prompt(rng: random.Random, q: float, family: str, draft: _Draft) -> boo
     for i, part in enumerate(draft.parts):
         if isinstance(part, list):
             draft.parts[i] = [_Sentence(t, False) for t in rng.sample(RAMBLE, min(len(part), len(RAMBLE)))]
+    draft.off_prompt = True
     note = "The text ignores the task and rambles about everyday things instead."
     draft.notes = {"_good": draft.notes["_good"]}
     for f in OFF_PROMPT_FAILS[family]:
@@ -1048,12 +1061,15 @@ def _clip(x: float) -> float:
     return min(float(SCALE_MAX), max(float(SCALE_MIN), x))
 
 
-def true_scores(family: str, factors: dict[str, float]) -> dict[str, float]:
-    """True criterion scores and overall (floats on 0..6) from a response's hidden factors."""
+def true_scores(family: str, factors: dict[str, float], blank: bool = False) -> dict[str, float]:
+    """True criterion scores and overall (floats on 0..6) from a response's hidden factors; ``blank``: every
+    picture of the response is blank, so each criterion is capped at :data:`BLANK_CAP`."""
     out = {}
     for crit in CRITERIA[family]:
         base, weights = CRITERION_FORMULAS[family][crit]
         out[crit] = _clip(base + sum(w * factors[f] for f, w in weights.items()))
+        if blank:
+            out[crit] = min(out[crit], BLANK_CAP)
     out["overall"] = sum(OVERALL_WEIGHTS[family][c] * out[c] for c in CRITERIA[family])
     return out
 
@@ -1068,6 +1084,8 @@ def _factor_impact(family: str) -> dict[str, float]:
 
 
 def _main_note(family: str, draft: _Draft) -> str:
+    if draft.blank and not draft.off_prompt:  # the failure that capped every score
+        return "The pictures are blank: nothing is drawn, so the response fails its task."
     impact = _factor_impact(family)
     best, best_loss = None, 0.25
     for f in FACTORS[family]:
@@ -1192,7 +1210,7 @@ def generate_demo(
                 made = make_response(question, rrng, skill)
                 draft, answer = made if isinstance(made, tuple) else (made, None)
                 _off_prompt(rrng, skill, family, draft)
-                truth = true_scores(family, draft.factors)
+                truth = true_scores(family, draft.factors, blank=draft.blank)
                 arng = random.Random(f"judge-demo:{seed}:{rid}:annotators")
                 scores, rationale = _annotate(family, truth, _main_note(family, draft), n_annotators, arng)
                 records.append(
@@ -1329,11 +1347,15 @@ def _readme(
         "",
         "## Failure modes",
         "",
-        "Two failures of real multimodal generators are drawn on top of the factors, more often for weaker",
-        f"models: a **blank picture** (each response picture with p = {_pt('blank')}: a plain white canvas,",
-        "so that picture counts as not matching its caption, not clean and off the question's background) and",
-        f"an **off-prompt** response (p = {_pt('off_prompt')}: every text part replaced by as many fluent",
-        "sentences about everyday things; the pictures stay). An off-prompt response scores 0 on the factors",
+        "Two failures of real multimodal generators are drawn on top of the factors. **Blank pictures**: with",
+        f"p = {_pt('blank')} for every model (nothing in the text predicts it, so a judge that learns these scores",
+        "has to look at the pictures), every picture of an SA or PBL response is a plain white canvas, which",
+        "matches no caption, is not clean and is off the question's background; the response fails its task,",
+        f"so each of its true criterion scores is capped at {BLANK_CAP:g} (MSR sketches are never blank). The",
+        "scenes are mid-tone colours, far from white, so that a blank picture is plain to see even at a small",
+        f"model's resolution. An **off-prompt** response (p = {_pt('off_prompt')}, more often for weaker models:",
+        "every text part replaced by as many fluent sentences about everyday things; the pictures stay) scores 0",
+        "on the factors",
         "of answering the task ("
         + "; ".join(f"{f}: " + ", ".join(f"`{x}`" for x in OFF_PROMPT_FAILS[f]) for f in FAMILIES)
         + ") and 1 on clean writing. The tables above give what each factor costs.",

@@ -1,0 +1,232 @@
+"""Every example in every command's ``--help`` runs as written: a newcomer copies them.
+
+The examples are read from the help itself, and run from a workspace laid out as the repository is after
+``bash scripts/demo.sh`` (its ``examples/``, ``annotations/demo`` and a ``runs/demo`` the demo script wrote,
+with few training steps so that it is quick). Each command runs as its console script would (a wrapper per
+``judge-*`` name that runs this checkout). Only ports change: a server's port is swapped for a free one,
+in the server's command and in the commands that talk to it (examples name 8000, 8001, ...; on a shared
+machine those may be taken). A server (``judge-serve``, ``judge-view`` without ``--export``) counts as
+running once it answers; it is then stopped.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+#: command -> the module that implements it
+COMMANDS = {
+    "judge-data": "judge.cli",
+    "judge-train": "judge.cli.train",
+    "judge-score": "judge.cli.score",
+    "judge-report": "judge.cli.report",
+    "judge-audit": "judge.cli.audit",
+    "judge-calibrate": "judge.cli.calibrate",
+    "judge-bench": "judge.cli.bench",
+    "judge-serve": "judge.cli.serve",
+    "judge-view": "judge.cli.view",
+}
+START = re.compile(r"^  (?:[A-Z_]+=\S+ )*(?:judge-[a-z]+|accelerate|curl) ")
+#: the default port of a server command that names none
+DEFAULT_PORT = {"judge-serve": 8000, "judge-view": 8765}
+
+
+def help_text(command: str) -> str:
+    out = subprocess.run(
+        [sys.executable, "-m", COMMANDS[command], "--help"],
+        capture_output=True, text=True, timeout=300, env={**os.environ, "COLUMNS": "100"},
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def examples(text: str) -> list[str]:
+    """The example commands of a help text: lines starting with a command (two spaces in), continued by a
+    trailing backslash or an open quote; the description after three spaces or more is left out."""
+    lines = text.splitlines()
+    out, i = [], 0
+    while i < len(lines):
+        if not START.match(lines[i]):
+            i += 1
+            continue
+        cmd = re.split(r" {3,}", lines[i].strip())[0]
+        while cmd.endswith("\\") or cmd.count("'") % 2:
+            i += 1
+            cmd = (
+                (cmd[:-1].rstrip() if cmd.endswith("\\") else cmd)
+                + " "
+                + re.split(r" {3,}", lines[i].strip())[0]
+            )
+        out.append(cmd)
+        i += 1
+    return out
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory):
+    ws = tmp_path_factory.mktemp("help-examples")
+    shutil.copytree(ROOT / "examples", ws / "examples")
+    (ws / "annotations").mkdir()
+    (ws / "annotations" / "demo").symlink_to(ROOT / "annotations" / "demo")
+    bin_dir = ws / "bin"
+    bin_dir.mkdir()
+    for name, module in COMMANDS.items():
+        wrapper = bin_dir / name
+        wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m {module} "$@"\n')
+        wrapper.chmod(0o755)
+    env = {
+        **os.environ,
+        "PATH": f"{bin_dir}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+        "OMP_NUM_THREADS": "1",
+    }
+    # What scripts/demo.sh writes, with 4 training steps: the files the examples name under runs/demo/.
+    demo = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "demo.sh"), "--steps", "4", "--out", str(ws / "runs" / "demo")],
+        env=env, capture_output=True, text=True, timeout=1800,
+    )  # fmt: skip
+    assert demo.returncode == 0, demo.stdout[-3000:] + demo.stderr[-3000:]
+    return ws, env, demo.stdout
+
+
+def test_the_demo_prints_its_duration_how_to_shorten_it_and_the_view_command(workspace):
+    ws, _, out = workspace
+    head = out.splitlines()[:3]
+    assert "trains 4 steps and takes about" in head[0] and "--quick" in " ".join(head), head
+    assert re.search(r"s so far, about .* left\]", out), "no time-left estimate while training"
+    tail = out.strip().splitlines()
+    assert tail[-1].endswith(
+        f"{ws}/runs/demo/score --report {ws}/runs/demo/report --audit {ws}/runs/demo/audit"
+    )
+    assert "judge.cli.view" in tail[-1] or tail[-1].startswith("judge-view")
+    assert "in all (" in out and "expected)" in out
+
+
+def _run(cmd: str, ws: Path, env: dict) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", "-c", cmd], cwd=ws, env=env, capture_output=True, text=True, timeout=900)
+
+
+def _serve(cmd: str, ws: Path, env: dict, path: str, clients: list[str]) -> None:
+    """Start a server example, wait until it answers ``path`` at the address it prints, run its clients."""
+    proc = subprocess.Popen(
+        ["bash", "-c", f"exec {cmd}"], cwd=ws, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True, start_new_session=True,
+    )  # fmt: skip
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, "")), daemon=True)
+    reader.start()
+    try:
+        deadline = time.monotonic() + 600
+        while True:
+            assert proc.poll() is None, f"{cmd!r} exited: {''.join(lines)[-3000:]}"
+            found = re.search(r"http://[^\s/]+:(\d+)", "".join(lines))
+            if found:
+                try:
+                    if httpx.get(f"http://127.0.0.1:{found.group(1)}/{path}", timeout=5).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+            assert time.monotonic() < deadline, f"{cmd!r} never answered: {''.join(lines)[-3000:]}"
+            time.sleep(1)
+        for client in clients:
+            got = _run(client, ws, env)
+            assert got.returncode == 0, (client, got.stdout[-2000:], got.stderr[-2000:])
+            if client.startswith("curl"):  # curl exits 0 on an error answer too: the answer must be scores
+                assert '"criteria"' in got.stdout or '"score"' in got.stdout, got.stdout[-2000:]
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def _ports(cmds: list[str]) -> dict[int, int]:
+    named = {int(p) for c in cmds for p in re.findall(r"(?::|--port )(\d{4})\b", c)}
+    named |= set(DEFAULT_PORT.values())
+    return {p: free_port() for p in sorted(named)}
+
+
+def _with_ports(cmd: str, ports: dict[int, int]) -> str:
+    for old, new in ports.items():
+        cmd = re.sub(rf"(:|--port ){old}\b", rf"\g<1>{new}", cmd)
+    return cmd
+
+
+def _name(cmd: str) -> str:
+    return next(w for w in cmd.split() if w.startswith("judge-") or w in ("curl", "accelerate"))
+
+
+def _is_server(cmd: str) -> bool:
+    name = _name(cmd)
+    return name == "judge-serve" or (name == "judge-view" and "--export" not in cmd.split())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", [c for c in COMMANDS if c != "judge-data"])
+def test_every_help_example_runs_as_written(workspace, command):
+    ws, env, _ = workspace
+    cmds = examples(help_text(command))
+    assert cmds, f"{command} --help shows no example"
+    ports = _ports(cmds)
+    servers = [c for c in cmds if _is_server(c)]
+    clients = [c for c in cmds if c.startswith("curl") or "--server http" in c]
+    for cmd in cmds:
+        if cmd in servers or cmd in clients:
+            continue
+        got = _run(cmd, ws, env)
+        assert got.returncode == 0, (cmd, got.stdout[-2000:], got.stderr[-2000:])
+    for server in servers:
+        m = re.search(r"--port (\d+)", server)
+        port = int(m.group(1)) if m else DEFAULT_PORT[_name(server)]
+        mine = [c for c in clients if re.search(rf":{port}\b", c)]
+        cmd = _with_ports(server if m else f"{server} --port {port}", ports)
+        path = "health" if _name(server) == "judge-serve" else "index.html"
+        _serve(cmd, ws, env, path, [_with_ports(c, ports) for c in mine])
+        clients = [c for c in clients if c not in mine]
+    # A client whose server is another command's example (judge-score --server): the judge-serve example it
+    # names, on its port.
+    for port in sorted({int(p) for c in clients for p in re.findall(r":(\d{4})\b", c)}):
+        mine = [c for c in clients if re.search(rf":{port}\b", c)]
+        server = _with_ports(f"judge-serve --judge runs/demo/judge --port {port}", ports)
+        _serve(server, ws, env, "health", [_with_ports(c, ports) for c in mine])
+
+
+def test_examples_are_read_from_the_help():
+    """The parser of this module finds continued lines and open quotes, and leaves descriptions out."""
+    text = (
+        "examples:\n"
+        "  judge-score a.jsonl --judge tiny \\\n"
+        "              --out runs/x      what it does\n"
+        "                                      more words\n"
+        '  curl -s localhost:8000/v1/score -d \'{"items": [1,\n'
+        "       2]}'\n"
+        "  JUDGE_API_KEY=k judge-serve --judge J --port 8002   with a key\n"
+    )
+    assert examples(text) == [
+        "judge-score a.jsonl --judge tiny --out runs/x",
+        "curl -s localhost:8000/v1/score -d '{\"items\": [1, 2]}'",
+        "JUDGE_API_KEY=k judge-serve --judge J --port 8002",
+    ]
+    assert (
+        _with_ports("curl localhost:8000/x --port 8000", {8000: 1234}) == "curl localhost:1234/x --port 1234"
+    )
