@@ -107,17 +107,40 @@ def workspace(tmp_path_factory):
     return ws, env, demo.stdout
 
 
-def test_the_demo_prints_its_duration_how_to_shorten_it_and_the_view_command(workspace):
-    ws, _, out = workspace
+def test_the_demo_prints_its_duration_how_to_shorten_it_and_the_view_command(workspace, tmp_path):
+    """The demo says how long it will take and how to shorten it, shows the time left while it trains, prints
+    the command line of each step, and ends with a judge-view command that runs as printed."""
+    ws, env, out = workspace
     head = out.splitlines()[:3]
     assert "trains 4 steps and takes about" in head[0] and "--quick" in " ".join(head), head
     assert re.search(r"s so far, about .* left\]", out), "no time-left estimate while training"
-    tail = out.strip().splitlines()
-    assert tail[-1].endswith(
-        f"{ws}/runs/demo/score --report {ws}/runs/demo/report --audit {ws}/runs/demo/audit"
-    )
-    assert "judge.cli.view" in tail[-1] or tail[-1].startswith("judge-view")
+    for command in ("judge-train --config demo --calibrate", "judge-score ", "judge-report ", "judge-audit "):
+        assert f"\n$ {command}" in out, command
     assert "in all (" in out and "expected)" in out
+    last = out.strip().splitlines()[-1]
+    assert last.endswith(f"{ws}/runs/demo/score --report {ws}/runs/demo/report --audit {ws}/runs/demo/audit")
+    assert last.startswith(("judge-view ", "python3 -m judge.cli.view ")), last
+    site = tmp_path / "site"
+    got = _run(f"{last} --export {site}", ws, env)
+    assert got.returncode == 0, got.stderr[-2000:]
+    assert (site / "index.html").is_file()
+
+
+def test_the_demo_refuses_a_bad_option_with_its_usage():
+    for args, words in (
+        (["--steps", "x"], "--steps: invalid int value: 'x'"),
+        (["--steps", "1"], "--steps must be at least 2, got 1"),
+        (["--quick", "--steps", "5"], "not allowed with argument"),
+        (["--bogus"], "unrecognized arguments: --bogus"),
+    ):
+        got = subprocess.run(
+            ["bash", str(ROOT / "scripts" / "demo.sh"), *args], capture_output=True, text=True
+        )
+        assert got.returncode == 2 and words in got.stderr and "usage: bash scripts/demo.sh" in got.stderr, (
+            args,
+            got.stderr,
+        )
+        assert "Traceback" not in got.stderr and not got.stdout.startswith("The demo trains")
 
 
 def _run(cmd: str, ws: Path, env: dict) -> subprocess.CompletedProcess:

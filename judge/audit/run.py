@@ -27,16 +27,19 @@ from typing import Any
 from judge.audit.config import AuditConfig
 from judge.audit.perturb import PERTURBATIONS, Context, Perturbation
 from judge.audit.report import MIN_EFFECT_SHARE, AuditData, PerturbationInfo, change_cell, write_outputs
-from judge.core.errors import ConfigError, JudgeError
+from judge.core.errors import JudgeError
 from judge.core.rubric import OVERALL, Rubric
 from judge.core.schema import PredictionRecord
 from judge.eval.clipscore import WEIGHT as CLIP_WEIGHT
 from judge.scoring.engine import (
     JudgeEngine,
+    JudgeSpec,
+    default_criteria,
     load_judge_model,
     pending_criteria,
     resolve_device,
     resolve_judge,
+    rubric_criteria,
 )
 from judge.scoring.inputs import load_inputs, question_id
 from judge.scoring.output import (
@@ -109,7 +112,7 @@ def run_audit(cfg: AuditConfig) -> AuditResult:
     check_device(cfg.device)
     spec = resolve_judge(cfg.judge, cfg.rubric, force=cfg.force)
     rubric = spec.rubric
-    audited_criteria(cfg, rubric)  # a criterion the rubric lacks is refused before anything runs
+    criteria = audited_criteria(cfg, spec)  # a criterion the rubric lacks is refused before anything runs
     inputs = load_inputs(
         [*cfg.inputs],
         format=cfg.format,
@@ -134,11 +137,11 @@ def run_audit(cfg: AuditConfig) -> AuditResult:
     done = store.load_done()
     written = 0
     with store:
-        written += _score_judge(cfg, spec, store, versions, done)
+        written += _score_judge(cfg, spec, store, versions, done, criteria)
         if cfg.clip_model:
             written += _score_clip(cfg, store, versions, done)
     rows = store.merge()
-    data = _analyse(cfg, spec, rubric, records, versions, not_applicable, rows, inputs.describe())
+    data = _analyse(cfg, spec, criteria, rubric, records, versions, not_applicable, rows, inputs.describe())
     files = {"scores": str(store.scores_path), **write_outputs(out, data)}
     finish_run(out, run_info, records=len(rows), items=len(records), written=written)
     files["run"] = str(out / "run.json")
@@ -165,25 +168,17 @@ def _open_out(cfg: AuditConfig, out: Path, run_info: RunInfo) -> ScoreStore:
     return store
 
 
-def audited_criteria(cfg: AuditConfig, rubric: Rubric) -> list[str]:
-    """The criteria the audit scores and reports: overall first, then `criteria` (default every criterion of
-    the rubric) in the rubric's order. Raises ``ConfigError`` naming a criterion the rubric does not have."""
-    known = list(
-        dict.fromkeys(c for fam in rubric.families.values() for c in fam.criterion_ids if c != OVERALL)
-    )
-    if cfg.criteria is None:
-        return [OVERALL, *known]
-    unknown = [c for c in cfg.criteria if c != OVERALL and c not in known]
-    if unknown:
-        raise ConfigError(
-            f"`criteria`: {', '.join(map(repr, unknown))} is not a criterion of rubric {rubric.name!r}; its "
-            f"criteria: {', '.join([OVERALL, *known])}"
-        )
-    return [OVERALL, *(c for c in known if c in cfg.criteria)]
+def audited_criteria(cfg: AuditConfig, spec: JudgeSpec) -> list[str]:
+    """The criteria the audit scores and reports: overall first, then those asked for (`criteria`), else those
+    the judge was trained on, else every criterion of the rubric (:func:`default_criteria`)."""
+    chosen = default_criteria(spec.rubric, cfg.criteria, spec.card)
+    return chosen if chosen is not None else rubric_criteria(spec.rubric)
 
 
-def _score_judge(cfg: AuditConfig, spec, store: ScoreStore, versions: list[_Version], done: set) -> int:
-    wanted = set(audited_criteria(cfg, spec.rubric))
+def _score_judge(
+    cfg: AuditConfig, spec, store: ScoreStore, versions: list[_Version], done: set, criteria: list[str]
+) -> int:
+    wanted = set(criteria)
     pending = [v.rec for v in versions if set(pending_criteria(spec.rubric, v.rec, done)) & wanted]
     if not pending:
         return 0
@@ -197,7 +192,7 @@ def _score_judge(cfg: AuditConfig, spec, store: ScoreStore, versions: list[_Vers
     with tqdm(
         total=len(pending), desc="audit", unit="item", disable=not cfg.progress, dynamic_ncols=True
     ) as bar:
-        for batch in engine.iter_batches(pending, done, criteria=[list(wanted)] * len(pending)):
+        for batch in engine.iter_batches(pending, done, criteria=[criteria] * len(pending)):
             written += store.append(batch.records)
             bar.update(batch.items)
     return written
@@ -210,6 +205,7 @@ def _score_clip(cfg: AuditConfig, store: ScoreStore, versions: list[_Version], d
 def _analyse(
     cfg: AuditConfig,
     spec,
+    criteria: list[str],
     rubric: Rubric,
     records: list[PredictionRecord],
     versions: list[_Version],
@@ -237,7 +233,6 @@ def _analyse(
         key = item_key(v.item.benchmark, v.item.model, v.item.id)
         scores[(scorer, key, v.name)][crit] = float(r["score"])
 
-    criteria = audited_criteria(cfg, rubric)
     scorers = ["judge", *(["clipscore"] if cfg.clip_model else [])]
     # A verdict counts a change of at least this many scale points (CLIPScore's scale is 0..2.5).
     min_effect = {

@@ -46,6 +46,7 @@ GROUPS = {
         "server",
         "server_concurrency",
         "rubric",
+        "criteria",
         "force",
         "calibration",
         "no_judge",

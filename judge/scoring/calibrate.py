@@ -137,11 +137,13 @@ def calibrate_judge(cfg: CalibrateConfig) -> CalibrateResult:
 
 
 def _score_raw(spec: JudgeSpec, human: list[str], path: Path, cfg: CalibrateConfig) -> None:
-    """The judge's raw scores of the human files' responses (every criterion), written to ``path``."""
+    """The judge's raw scores of the human files' responses, written to ``path``: every criterion the judge
+    was trained on (:func:`~judge.scoring.engine.trained_criteria`; a calibration of an untrained read-out
+    would only say it is noise)."""
     from tqdm.auto import tqdm
 
     from judge.core.io import write_jsonl
-    from judge.scoring.engine import JudgeEngine, load_judge_model, resolve_device
+    from judge.scoring.engine import JudgeEngine, load_judge_model, resolve_device, trained_criteria
     from judge.scoring.inputs import load_inputs
 
     records = load_inputs(list(human), annotation_benchmark=spec.rubric.name).records
@@ -151,7 +153,8 @@ def _score_raw(spec: JudgeSpec, human: list[str], path: Path, cfg: CalibrateConf
     engine = JudgeEngine(model, processor, spec)
     out = []
     with tqdm(total=len(records), unit="item", desc="calibration data", disable=not cfg.progress) as bar:
-        for batch in engine.iter_batches(records):
+        crits = trained_criteria(spec.rubric, spec.card)
+        for batch in engine.iter_batches(records, criteria=None if crits is None else [crits] * len(records)):
             out.extend(batch.records)
             bar.update(batch.items)
     write_jsonl(path, out)

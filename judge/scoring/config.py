@@ -65,6 +65,12 @@ class ScoreConfig(Settings):
         description="requests in flight at once to `server` (default 4; more keep more replicas behind a "
         "load balancer busy)",
     )
+    criteria: list[str] | None = Field(
+        None,
+        description="score only these criteria, and overall (repeatable; default: those the judge was trained "
+        "on, as its card's data.criteria says, else every criterion of each item's family)",
+        json_schema_extra={"metavar": "CRITERION"},
+    )
     force: bool = Field(False, description="score even when the rubric's hash differs from the judge card's")
     calibration: bool = Field(
         True,

@@ -246,6 +246,68 @@ def select_criteria(
     return [c for c in crits if c in wanted]
 
 
+def rubric_criteria(rubric: Rubric) -> list[str]:
+    """Every criterion of ``rubric``: ``overall`` first, then the families' criteria in the rubric's order."""
+    return [
+        OVERALL,
+        *dict.fromkeys(c for fam in rubric.families.values() for c in fam.criterion_ids if c != OVERALL),
+    ]
+
+
+def chosen_criteria(
+    rubric: Rubric, wanted: Sequence[str] | None, field: str = "criteria"
+) -> list[str] | None:
+    """The criteria a run scores when asked for ``wanted``: None (every criterion of each item's family) for
+    None, else ``overall`` and the ones named, in the rubric's order (``overall`` always: leaderboards and
+    audits read it). A :class:`ConfigError` names `field` and a criterion the rubric lacks."""
+    if wanted is None:
+        return None
+    known = rubric_criteria(rubric)
+    unknown = [c for c in wanted if c not in known]
+    if unknown:
+        raise ConfigError(
+            f"`{field}`: {', '.join(map(repr, unknown))} is not a criterion of rubric {rubric.name!r}; its "
+            f"criteria: {', '.join(known)}"
+        )
+    return [c for c in known if c == OVERALL or c in wanted]
+
+
+def trained_criteria(rubric: Rubric, card: JudgeCard | None) -> list[str] | None:
+    """The criteria a judge was trained to score, from its card's run config (``data.criteria``), in the form
+    of :func:`chosen_criteria`: None when it was trained on every criterion or its card does not say (a model
+    folder, ``tiny``, a card written by hand)."""
+    crits = ((card.config or {}).get("data") or {}).get("criteria") if card is not None else None
+    if crits == "overall":
+        return [OVERALL]
+    if isinstance(crits, list) and crits and all(isinstance(c, str) for c in crits):
+        known = set(rubric_criteria(rubric))
+        return chosen_criteria(rubric, [c for c in crits if c in known])
+    return None  # "all", "criteria" (every criterion; overall is read as well), or nothing recorded
+
+
+def default_criteria(
+    rubric: Rubric, wanted: Sequence[str] | None, card: JudgeCard | None, field: str = "criteria"
+) -> list[str] | None:
+    """What a scoring run or an audit scores: the criteria asked for (``wanted``, checked), else those the
+    judge was trained on (:func:`trained_criteria`), else every one (None). A criterion asked for that the
+    judge was not trained on is scored, with a warning: its scores are the untrained model's reading."""
+    chosen = chosen_criteria(rubric, wanted, field)
+    trained = trained_criteria(rubric, card)
+    if chosen is None:
+        if trained is not None:
+            logger.warning(
+                f"scoring {', '.join(trained)} only: the criteria the judge was trained on (its card's "
+                f"data.criteria); `{field}` asks for others"
+            )
+        return trained
+    if trained is not None and (untrained := [c for c in chosen if c not in trained]):
+        logger.warning(
+            f"the judge was not trained on {', '.join(untrained)} (its card's data.criteria: "
+            f"{', '.join(trained)}): those scores are the untrained model's reading"
+        )
+    return chosen
+
+
 def pending_criteria(rubric: Rubric, rec: PredictionRecord, done: Iterable | None = None) -> list[str]:
     """The criteria of ``rec`` not yet in ``done`` (a set of :func:`~judge.scoring.output.record_key`)."""
     crits = judge_criteria(rubric, rec)

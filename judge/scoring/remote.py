@@ -328,15 +328,26 @@ class JudgeClient:
         return in_item_order(records, out)
 
     def iter_batches(
-        self, records: Sequence[PredictionRecord], done: Iterable | None = None
+        self,
+        records: Sequence[PredictionRecord],
+        done: Iterable | None = None,
+        criteria: Sequence[Sequence[str]] | None = None,
     ) -> Iterator[Batch]:
         """Score ``records`` (skipping criteria in ``done``, a set of
-        :func:`~judge.scoring.output.record_key`), as :meth:`JudgeEngine.iter_batches
-        <judge.scoring.engine.JudgeEngine.iter_batches>` does: one :class:`Batch` per finished request
-        (holding all the records of its items) or per group of items settled here, in the order they
-        finish. Waits for the server to be ready first."""
+        :func:`~judge.scoring.output.record_key`; only ``criteria[i]`` of record ``i`` when given), as
+        :meth:`JudgeEngine.iter_batches <judge.scoring.engine.JudgeEngine.iter_batches>` does: one
+        :class:`Batch` per finished request (holding all the records of its items) or per group of items
+        settled here, in the order they finish. Waits for the server to be ready first."""
         rubric = self.rubric
-        todo = [(r, crits) for r in records if (crits := pending_criteria(rubric, r, done))]
+        todo = [
+            (r, crits)
+            for i, r in enumerate(records)
+            if (
+                crits := [
+                    c for c in pending_criteria(rubric, r, done) if criteria is None or c in criteria[i]
+                ]
+            )
+        ]
         return self._batches(todo)
 
     def _criteria(self, rec: PredictionRecord, wanted: str | Sequence[str], i: int) -> list[str]:

@@ -43,6 +43,8 @@ from judge.scoring.config import ENGINE_SETTINGS, ScoreConfig, engine_keywords
 from judge.scoring.engine import (
     JudgeEngine,
     JudgeSpec,
+    chosen_criteria,
+    default_criteria,
     load_judge_model,
     pending_criteria,
     resolve_device,
@@ -185,6 +187,7 @@ def _prepare(cfg: ScoreConfig, dist: _Dist) -> _Job:
         rubric = spec.rubric
     else:
         rubric = load_rubric(cfg.rubric or "mmie")
+    chosen_criteria(rubric, cfg.criteria)  # a criterion the rubric lacks is refused before anything runs
     inputs = load_inputs(
         [*cfg.inputs],
         format=cfg.format,
@@ -267,7 +270,8 @@ def _score_with_judge(job: _Job, store: ScoreStore, done: set) -> tuple[int, int
     if spec is None:
         return 0, 0
     mine = job.to_judge[dist.rank :: dist.world]
-    pending = [r for r in mine if pending_criteria(spec.rubric, r, done)]
+    wanted = default_criteria(spec.rubric, cfg.criteria, spec.card)
+    pending = [r for r in mine if _wanted(pending_criteria(spec.rubric, r, done), wanted)]
     if not pending:
         return 0, 0
     engine: JudgeEngine | JudgeClient
@@ -285,7 +289,8 @@ def _score_with_judge(job: _Job, store: ScoreStore, done: set) -> tuple[int, int
     desc = "judge" if dist.world == 1 else f"judge [{dist.rank}/{dist.world}]"
     with _progress(len(pending), cfg.progress and dist.is_main, desc) as bar:
         t_judge = time.perf_counter()
-        for batch in engine.iter_batches(pending, done):
+        each = None if wanted is None else [wanted] * len(pending)
+        for batch in engine.iter_batches(pending, done, criteria=each):
             written += store.append(batch.records)
             items += batch.items
             n_scores += batch.scored
@@ -293,6 +298,11 @@ def _score_with_judge(job: _Job, store: ScoreStore, done: set) -> tuple[int, int
             rate = n_scores / max(time.perf_counter() - t_judge, 1e-9)
             bar.set_postfix(scores_per_s=f"{rate:.1f}", refresh=False)
     return written, items
+
+
+def _wanted(pending: list[str], wanted: list[str] | None) -> bool:
+    """Whether some of a record's pending criteria are wanted (None: all are)."""
+    return bool(pending) and (wanted is None or any(c in wanted for c in pending))
 
 
 def _finish(

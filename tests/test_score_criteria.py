@@ -1,0 +1,127 @@
+"""Which criteria a run scores: ``--criteria`` (judge-score, judge-audit), and by default those the judge was
+trained on, as its card says (a judge trained on the overall score only is not asked for readings it never
+learned: they would be noise, and its calibration would say so with intervals as wide as the scale). The
+calibration judge-calibrate fits is fitted on those criteria too."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from judge.cli.audit import main as audit_main
+from judge.cli.calibrate import main as calibrate_main
+from judge.cli.score import main as score_main
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def _judge_folder(path, rubric, criteria):
+    """A judge folder as judge-train writes one (the seeded tiny model as its merged weights), whose card says
+    it was trained on ``criteria`` (``data.criteria`` of its run config; None: the card does not say)."""
+    from judge.models.card import CardRubric, JudgeCard, write_card
+    from judge.models.loading import save_tiny_scorer
+
+    save_tiny_scorer(path / "merged", seed=0)
+    card = JudgeCard(
+        base_model="tiny:seed=0",
+        finetune="full",
+        rubric=CardRubric(name=rubric.name, version=rubric.version, hash=rubric.hash),
+        scale=rubric.scale.values,
+        target_format="score",
+        config=None if criteria is None else {"data": {"criteria": criteria}},
+    )
+    write_card(path, card)
+    return path
+
+
+@pytest.fixture(scope="module")
+def overall_judge(tmp_path_factory, rubric):
+    return _judge_folder(tmp_path_factory.mktemp("overall") / "judge", rubric, "overall")
+
+
+def _scored(out):
+    rows = [json.loads(x) for x in (out / "scores.jsonl").read_text().splitlines()]
+    return [r for r in rows if r["metric"] == "judge"]
+
+
+def _criteria_by_family(rows, small_demo):
+    task = {json.loads(x)["id"]: json.loads(x)["task"] for x in small_demo.read_text().splitlines()}
+    out: dict[str, set] = {}
+    for r in rows:
+        out.setdefault(task[r["id"]], set()).add(r["criterion"])
+    return out
+
+
+def test_criteria_scores_those_and_overall_only(small_demo, tmp_path, capsys):
+    out = tmp_path / "some"
+    code = score_main([str(small_demo), "--judge", "tiny", "--rubric", "mmie", "--criteria", "text_quality",
+                       "--out", str(out), "--no-progress"])  # fmt: skip
+    assert code == 0, capsys.readouterr().err
+    by_family = _criteria_by_family(_scored(out), small_demo)
+    # text_quality is a criterion of SA and PBL; MSR has none of that name: its overall alone.
+    assert by_family == {
+        "SA": {"overall", "text_quality"},
+        "PBL": {"overall", "text_quality"},
+        "MSR": {"overall"},
+    }
+    # The same scores as a full run's, for the criteria both have.
+    full = tmp_path / "full"
+    assert score_main([str(small_demo), "--judge", "tiny", "--rubric", "mmie", "--out", str(full),
+                       "--no-progress"]) == 0  # fmt: skip
+    every = {(r["id"], r["model"], r["criterion"]): r["score"] for r in _scored(full)}
+    assert len(every) > len(_scored(out))
+    for r in _scored(out):
+        assert r["score"] == pytest.approx(every[(r["id"], r["model"], r["criterion"])], abs=1e-4)
+
+
+def test_an_unknown_criterion_is_refused_before_anything_is_written(small_demo, tmp_path, capsys):
+    out = tmp_path / "bad"
+    code = score_main([str(small_demo), "--judge", "tiny", "--rubric", "mmie", "--criteria", "text_qualty",
+                       "--out", str(out), "--no-progress"])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.startswith("error: --criteria: 'text_qualty' is not a criterion of rubric 'mmie'"), err
+    assert "text_quality" in err and "Traceback" not in err
+    assert not out.exists()
+
+
+def test_a_judge_trained_on_overall_is_asked_overall_by_default(overall_judge, small_demo, tmp_path, capsys):
+    out = tmp_path / "default"
+    assert (
+        score_main([str(small_demo), "--judge", str(overall_judge), "--out", str(out), "--no-progress"]) == 0
+    )
+    err = capsys.readouterr().err
+    assert "scoring overall only: the criteria the judge was trained on" in err
+    rows = _scored(out)
+    assert rows and {r["criterion"] for r in rows} == {"overall"}
+    # Asked for more, it scores them and says they are untrained readings.
+    more = tmp_path / "more"
+    assert score_main([str(small_demo), "--judge", str(overall_judge), "--criteria", "text_quality",
+                       "--out", str(more), "--no-progress"]) == 0  # fmt: skip
+    assert "the judge was not trained on text_quality" in capsys.readouterr().err
+    assert {r["criterion"] for r in _scored(more)} == {"overall", "text_quality"}
+
+
+def test_a_card_that_does_not_say_means_every_criterion(tmp_path, rubric, small_demo, capsys):
+    judge = _judge_folder(tmp_path / "judge", rubric, None)
+    out = tmp_path / "out"
+    assert score_main([str(small_demo), "--judge", str(judge), "--out", str(out), "--no-progress"]) == 0
+    assert "scoring overall only" not in capsys.readouterr().err
+    assert _criteria_by_family(_scored(out), small_demo)["SA"] == set(rubric.families["SA"].criterion_ids)
+
+
+def test_calibration_and_audit_follow_the_trained_criteria(tmp_path, rubric, small_demo, capsys):
+    judge = _judge_folder(tmp_path / "judge", rubric, "overall")
+    code = calibrate_main(["--judge", str(judge), "--human", str(small_demo), "--min-items", "20",
+                           "--no-progress", "--device", "cpu"])  # fmt: skip
+    assert code == 0, capsys.readouterr().err
+    fitted = [json.loads(x) for x in (judge / "calibration" / "scores.jsonl").read_text().splitlines()]
+    assert fitted and {r["criterion"] for r in fitted} == {"overall"}
+    out = tmp_path / "audit"
+    code = audit_main([str(small_demo), "--judge", str(judge), "--perturb", "blank-images", "--bootstrap", "50",
+                       "--out", str(out), "--no-progress"])  # fmt: skip
+    assert code == 0, capsys.readouterr().err
+    audit = json.loads((out / "audit.json").read_text())
+    assert {c["criterion"] for c in audit["cells"]} == {"overall"}
+    assert {r["criterion"] for r in _scored(out)} == {"overall"}
