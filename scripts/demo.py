@@ -23,7 +23,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 #: The demo's own training length (judge/rubrics/demo.yaml: train.max_steps) and --quick's.
-DEMO_STEPS = 250
+DEMO_STEPS = 300
 QUICK_STEPS = 60
 #: Seconds on the 2-core development machine, measured (README.md, "How long the demo takes"): everything but
 #: the training steps, and one training step.
