@@ -25,10 +25,10 @@ ROOT = Path(__file__).resolve().parent.parent
 #: The demo's own training length (judge/rubrics/demo.yaml: train.max_steps) and --quick's.
 DEMO_STEPS = 300
 QUICK_STEPS = 60
-#: Seconds on the 2-core development machine, measured (README.md, "How long the demo takes"): everything but
-#: the training steps, and one training step.
-FIXED_S = 70
-STEP_S = 0.31
+#: Seconds on the 2-core development machine (README.md, "How long it takes": the three runs of
+#: scripts/demo_seeds.py, 300 steps each, the median run): everything but the training steps, and one step.
+FIXED_S = 60
+STEP_S = 0.29
 
 #: command -> (module, its main)
 MAINS = {
@@ -114,9 +114,10 @@ def main(argv: list[str] | None = None) -> int:
         ),
         ("judge-train (then calibrated on the validation split)", "judge-train", train),
         (
-            # The demo judge is promised 70% agreement within one point (a real judge would be asked 90%,
-            # which a judge this weak never shows on 25 validation questions): the thresholds at work.
-            "judge-calibrate --selective: thresholds that keep 70% agreement with the annotators (with "
+            # The demo judge is promised 60% agreement with the annotators (a real judge would be asked 90%):
+            # a judge this weak, held to more on the 36 held-out validation scores of 25 questions, escalates
+            # everything. 60% shows the thresholds at work.
+            "judge-calibrate --selective: thresholds that keep 60% agreement with the annotators (with "
             "probability 90%)",
             "judge-calibrate",
             [
@@ -126,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"{out}/judge/calibration/scores.jsonl",
                 "--selective",
                 "--agreement",
-                "0.7",
+                "0.6",
                 "--delta",
                 "0.1",
                 "--no-progress",

@@ -140,8 +140,12 @@ def main(argv: list[str] | None = None) -> int:
             rows[seed]["wall_s"] = round(seconds[seed], 1)
     text = table(rows)
     print(text)
+    commit = subprocess.run(
+        ["git", "describe", "--always", "--dirty"], cwd=ROOT, capture_output=True, text=True
+    )
     doc = {
         "command": "python scripts/demo_seeds.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "git_commit": commit.stdout.strip() or None,
         "steps": args.steps,
         "host": {"machine": platform.machine(), "processor": platform.processor(), "cpus": os.cpu_count()},
         "criteria": {"min_spearman": MIN_SPEARMAN, "sensitive_to": list(AUDITED)},
