@@ -6,7 +6,7 @@ with few training steps so that it is quick). Each command runs as its console s
 ``judge-*`` name that runs this checkout). Only ports change: a server's port is swapped for a free one,
 in the server's command and in the commands that talk to it (examples name 8000, 8001, ...; on a shared
 machine those may be taken). A server (``judge-serve``, ``judge-view`` without ``--export``) counts as
-running once it answers; it is then stopped.
+running once it is ready (``judge-serve``: ``GET /ready``, its judge loaded); its clients run, then it stops.
 """
 
 from __future__ import annotations
@@ -150,12 +150,15 @@ def _run(cmd: str, ws: Path, env: dict) -> subprocess.CompletedProcess:
 def _serve(cmd: str, ws: Path, env: dict, path: str, clients: list[str]) -> None:
     """Start a server example, wait until it answers ``path`` at the address it prints, run its clients."""
     proc = subprocess.Popen(
-        ["bash", "-c", f"exec {cmd}"], cwd=ws, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        ["bash", "-c", f"exec env {cmd}"], cwd=ws, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         text=True, start_new_session=True,
     )  # fmt: skip
     lines: list[str] = []
     reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, "")), daemon=True)
     reader.start()
+    # A server started with a key wants it on every route but /health.
+    key = re.search(r"\bJUDGE_API_KEY=(\S+)", cmd)
+    headers = {"Authorization": f"Bearer {key.group(1)}"} if key else {}
     try:
         deadline = time.monotonic() + 600
         while True:
@@ -163,10 +166,13 @@ def _serve(cmd: str, ws: Path, env: dict, path: str, clients: list[str]) -> None
             found = re.search(r"http://[^\s/]+:(\d+)", "".join(lines))
             if found:
                 try:
-                    if httpx.get(f"http://127.0.0.1:{found.group(1)}/{path}", timeout=5).status_code == 200:
-                        break
+                    got = httpx.get(f"http://127.0.0.1:{found.group(1)}/{path}", headers=headers, timeout=5)
                 except httpx.HTTPError:
                     pass
+                else:
+                    if got.status_code == 200:
+                        break
+                    assert got.status_code == 503, (cmd, got.status_code, got.text)  # 503: still loading
             assert time.monotonic() < deadline, f"{cmd!r} never answered: {''.join(lines)[-3000:]}"
             time.sleep(1)
         for client in clients:
@@ -223,7 +229,7 @@ def test_every_help_example_runs_as_written(workspace, command):
         port = int(m.group(1)) if m else DEFAULT_PORT[_name(server)]
         mine = [c for c in clients if re.search(rf":{port}\b", c)]
         cmd = _with_ports(server if m else f"{server} --port {port}", ports)
-        path = "health" if _name(server) == "judge-serve" else "index.html"
+        path = "ready" if _name(server) == "judge-serve" else "index.html"
         _serve(cmd, ws, env, path, [_with_ports(c, ports) for c in mine])
         clients = [c for c in clients if c not in mine]
     # A client whose server is another command's example (judge-score --server): the judge-serve example it
@@ -231,7 +237,7 @@ def test_every_help_example_runs_as_written(workspace, command):
     for port in sorted({int(p) for c in clients for p in re.findall(r":(\d{4})\b", c)}):
         mine = [c for c in clients if re.search(rf":{port}\b", c)]
         server = _with_ports(f"judge-serve --judge runs/demo/judge --port {port}", ports)
-        _serve(server, ws, env, "health", [_with_ports(c, ports) for c in mine])
+        _serve(server, ws, env, "ready", [_with_ports(c, ports) for c in mine])
 
 
 def test_examples_are_read_from_the_help():

@@ -148,15 +148,21 @@ def test_rationale_first_still_reads_the_distribution(tiny, rubric, records):
     eng = JudgeEngine(
         model, processor, JudgeSpec("tiny", rubric, "rationale_score"), rationale=True, max_new_tokens=12
     )
-    rec = records[1]  # the random tiny judge writes something for this one (for records[0] it stops at once)
-    # Every criterion but "overall" marked done: one generation keeps the test short.
-    done = {
-        (rec.benchmark, rec.model, rec.id, "judge", "", c) for c in rubric.family(rec.task).criterion_ids[:-1]
-    }
-    out = [s for b in eng.iter_batches([rec], done) for s in b.records]
-    assert [s.criterion for s in out] == ["overall"]
-    (s,) = out
-    assert s.score is not None and isinstance(s.details["rationale"], str) and s.details["rationale"]
+    # The random tiny judge stops at once for some responses and writes a few words for others: the first
+    # one it writes for (its overall score only: every other criterion marked done keeps the test short).
+    for rec in records:
+        done = {
+            (rec.benchmark, rec.model, rec.id, "judge", "", c)
+            for c in rubric.family(rec.task).criterion_ids[:-1]
+        }
+        out = [s for b in eng.iter_batches([rec], done) for s in b.records]
+        assert [s.criterion for s in out] == ["overall"]
+        (s,) = out
+        assert s.score is not None and isinstance(s.details["rationale"], str)
+        if s.details["rationale"]:
+            break
+    else:
+        pytest.fail("the tiny judge wrote no rationale for any of the records")
     assert abs(sum(s.distribution) - 1) < 1e-9 and s.producer["rationale"] is True
 
     # By hand, with the stock processor and one forward pass: the prompt, the rationale the judge wrote,
@@ -251,26 +257,39 @@ def test_scoring_passes_no_argument_transformers_deprecated(records, dtype):
     assert deprecations == [], deprecations
 
 
-def test_float32_readout_is_used_for_bf16_weights_and_checks_itself(records):
-    """bf16 weights: the score is read in float32 (closer to the float32 model's than the model's own bf16
-    logits give). A head the read-out does not model (here its logits tripled, as a logit scale would) fails
-    the first batch's check: the model's own logits are read instead, with a warning."""
+def test_float32_readout_is_used_for_bf16_weights_and_checks_itself(records, small_demo):
+    """bf16 weights: the score is read in float32, so the rounding of the logits no longer amplifies the
+    hidden states' own rounding: the shared-prefix and unshared paths (different float orders) disagree less
+    than with the model's own bf16 logits (not closer to the float32 model, which differs in every hidden
+    state: on this set both are 0.18 away in all). A head the read-out does not model (here its logits
+    tripled, as a logit scale would) fails the first batch's check: the model's own logits are read
+    instead, with a warning."""
     import logging
 
     import judge
 
     fp32 = judge.Judge.load("tiny", rubric="mmie", dtype="float32")
     assert fp32.engine.scorer._head is None  # float32 weights: nothing to gain
-    ours = judge.Judge.load("tiny", rubric="mmie", dtype="bfloat16")
-    plain = judge.Judge.load("tiny", rubric="mmie", dtype="bfloat16")
-    plain.engine.scorer._head = None
-    ref = {(r.id, r.criterion): r.score for r in fp32.score_records(records)}
-    got = {(r.id, r.criterion): r.score for r in ours.score_records(records)}
-    own = {(r.id, r.criterion): r.score for r in plain.score_records(records)}
+
+    def bf16(share_prefix: bool, head: bool):
+        j = judge.Judge.load("tiny", rubric="mmie", dtype="bfloat16", share_prefix=share_prefix)
+        if not head:
+            j.engine.scorer._head = None
+        return j
+
+    # 18 responses (126 scores): on a handful the sums are close enough for rounding to order them.
+    many = load_inputs([small_demo]).records[:18]
+    ours, plain = bf16(True, head=True), bf16(True, head=False)
     assert ours.engine.scorer._head.usable
-    err_ours = sum(abs(got[k] - ref[k]) for k in ref)
-    err_own = sum(abs(own[k] - ref[k]) for k in ref)
-    assert err_ours < err_own, (err_ours, err_own)
+
+    def path_gap(shared, unshared) -> float:
+        a = {(r.id, r.criterion): r.score for r in shared.score_records(many)}
+        b = {(r.id, r.criterion): r.score for r in unshared.score_records(many)}
+        return sum(abs(a[k] - b[k]) for k in a)
+
+    gap_ours = path_gap(ours, bf16(False, head=True))
+    gap_own = path_gap(plain, bf16(False, head=False))
+    assert 0 < gap_ours < 0.85 * gap_own, (gap_ours, gap_own)  # measured: 0.054 against 0.076
 
     scaled = judge.Judge.load("tiny", rubric="mmie", dtype="bfloat16")
     head = scaled.engine.scorer._head

@@ -152,6 +152,7 @@ def qlora_judge(small_demo, tmp_path_factory) -> Path:
         "demo",
         overrides={
             "data.annotations": [str(small_demo)],
+            "data.criteria": "all",  # scored on every criterion below (demo.yaml trains overall only)
             "output_dir": str(out),
             "quantization": "4bit",
             "train.finetune": "lora",

@@ -24,6 +24,8 @@ def _overrides(small_demo, out, extra: dict[str, Any] | None = None) -> dict[str
     """The config overrides of every run here (dotted keys, typed values), then ``extra``."""
     return {
         "data.annotations": [str(small_demo)],
+        # Every criterion (demo.yaml trains the overall score only): the runs here check all of them.
+        "data.criteria": "all",
         "output_dir": str(out),
         "train.per_device_train_batch_size": 4,
         "train.logging_steps": 1,

@@ -85,6 +85,7 @@ def _train(config: str, port: int, small_demo, out: Path, *extra: str, flags: tu
     cmd = _launch_args(config, port) + ["-m", "judge.cli.train", "--config", "demo", *flags]
     for o in (
         f"data.annotations=[{small_demo}]",
+        "data.criteria=all",  # every criterion (demo.yaml trains the overall score only): shares of 63 + 21
         f"output_dir={out}",
         "train.per_device_train_batch_size=4",
         "train.logging_steps=1",
