@@ -85,7 +85,6 @@ def _train(config: str, port: int, small_demo, out: Path, *extra: str, flags: tu
     cmd = _launch_args(config, port) + ["-m", "judge.cli.train", "--config", "demo", *flags]
     for o in (
         f"data.annotations=[{small_demo}]",
-        "data.criteria=all",  # every criterion (demo.yaml trains the overall score only): shares of 63 + 21
         f"output_dir={out}",
         "train.per_device_train_batch_size=4",
         "train.logging_steps=1",
@@ -221,7 +220,9 @@ def test_sharded_validation_keeps_processes_in_step(small_demo, tmp_path):
     from judge.train.trainer import prepare_data
 
     config_path, cfg = load_run_config(
-        "demo", {"data.annotations": [str(small_demo)], "output_dir": str(tmp_path)}
+        # Every criterion (demo.yaml trains the overall score only): 63 + 21 validation scores to share out.
+        "demo",
+        {"data.annotations": [str(small_demo)], "data.criteria": "all", "output_dir": str(tmp_path)},
     )
     data = prepare_data(cfg, config_path, None)
     script = tmp_path / "sharded_validation.py"
