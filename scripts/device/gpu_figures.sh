@@ -93,6 +93,17 @@ if [ "$phase" = round3 ]; then
   step serve 80 python3 scripts/load_test.py --judge "/tmp/m_$shape" --rubric mmie --device "$device" \
     --dtype "${LOAD_DTYPE:-bfloat16}" --threads 4 --requests "${REQUESTS:-96}" --repeats 1 --max-seconds 40 \
     --out "$out/results/load_test_$device.json"
+elif [ "$phase" = round3_rest ]; then
+  # What the round3 call's bounds cut (at most 5.5 minutes on a fresh machine): (b) and (c) packed at 256
+  # responses, one repeat within a longer bound, and judge-serve against judge-score.
+  step save_model 50 python3 scripts/bench_train.py --shape "$shape" --device "$device" --save-only \
+    --model-dir "/tmp/m_$shape" --allow-dirty
+  step score 160 python3 scripts/bench_score.py --shape "$shape" --device "$device" --responses "${RESPONSES:-256}" \
+    --prompt-tokens "${PROMPT_TOKENS:-1500}" --modes unshared,packed --workers "${WORKERS:-6}" \
+    --budget-s "${SCORE_BUDGET:-60}" --allow-dirty --out "$out/results"
+  step serve 90 python3 scripts/load_test.py --judge "/tmp/m_$shape" --rubric mmie --device "$device" \
+    --dtype "${LOAD_DTYPE:-bfloat16}" --threads 4 --requests "${REQUESTS:-64}" --repeats 1 --max-seconds 30 \
+    --out "$out/results/load_test_$device.json"
 elif [ "$phase" = all ]; then
   # Bounds: 50 + 110 + 200 + 150 s, and the install above (about 30 s): at most 9 minutes. Every script writes its
   # JSON as it goes (after each comparison, repeat or profile), so a step cut by its bound keeps its figures.
