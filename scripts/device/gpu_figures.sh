@@ -70,8 +70,8 @@ if [ "$phase" = round3 ]; then
   # the install (about 30 s). (b) and (c) packed at 256 responses (no KV-copy mode and no profile: both were
   # measured at bc2a366); LoRA with checkpointing, without it where the card has over 100 GB, and QLoRA;
   # then judge-score end to end against bench (c) and judge-serve against judge-score, on one saved folder.
-  # A CPU check: SHAPE=tiny DEVICE=cpu RESPONSES=4 REPRO_RESPONSES=3 TARGETS=1 STEPS=1 BATCH=2 WORKERS=1
-  # PROMPT_TOKENS=250 REQUESTS=8 BOUND_SCALE=8 SCORE_BUDGET=2000 TRAIN_BUDGET=2000 (tests/test_bench_scripts.py).
+  # Ran on an H200 on 2026-11-27 (benchmarks/README.md): the repro step needs more than its 60 s at the 4B
+  # shape, and one repeat of the score step at 256 responses about 130 s; round3_rest gives the cut steps time.
   step save_model 50 python3 scripts/bench_train.py --shape "$shape" --device "$device" --save-only \
     --model-dir "/tmp/m_$shape" --allow-dirty
   step repro 60 python3 scripts/bench_repro.py --shape "$shape" --device "$device" --model-dir "/tmp/m_$shape" \
@@ -183,5 +183,5 @@ elif [ "$phase" = issue23_e2e ] || [ "$phase" = issue23_serve ]; then
       --dtype "${LOAD_DTYPE:-bfloat16}" --threads 4 --requests "${REQUESTS:-200}" --out "$out/results/load_test_$device.json"
   fi
 else
-  echo "unknown phase $phase (all, bench, e2e, issue23, issue23_e2e or issue23_serve)"; exit 2
+  echo "unknown phase $phase (round3, round3_rest, all, bench, e2e, issue23, issue23_e2e or issue23_serve)"; exit 2
 fi
