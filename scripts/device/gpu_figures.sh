@@ -1,5 +1,9 @@
 #!/usr/bin/env bash
 # The GPU figures of benchmarks/README.md, on one GPU machine, each phase one call of under 10 minutes:
+#   bash scripts/device/gpu_figures.sh round3 OUT       issue 42's table (at most 9.5 minutes): repro, (b) and
+#                                                  packed (c) at 256, LoRA with/without checkpointing, QLoRA,
+#                                                  judge-score end to end, judge-serve
+#   bash scripts/device/gpu_figures.sh round3_rest OUT  the score and serve steps again, with longer bounds
 #   bash scripts/device/gpu_figures.sh all OUT     issue 32's goals table in one call of at most 9 minutes, wheel
 #                                                  install included (each step bounded; the bounds and the
 #                                                  install add up to 9 minutes): the random 4B judge saved once; bench_repro
