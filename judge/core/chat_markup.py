@@ -54,6 +54,33 @@ _VISION_START, _VISION_END, _IMAGE = "<|vision_start|>", "<|vision_end|>", "<ima
 _SPACE = re.compile(r"\s*")  # anchored at a position, nothing after it: one pass over the run
 
 
+#: Characters of text one regular-expression call scans at most (see :func:`_slices`).
+_SLICE = 1 << 16
+
+
+def _slices(text: str) -> list[tuple[int, int]]:
+    """``text`` cut into slices of about :data:`_SLICE` characters, each cut just before a ``<`` that does not
+    open ``<|end_header_id|>``. No markup token spans such a cut (each has one ``<``, at its start, but the
+    Llama header, whose second is ``<|end_header_id|>``'s), so :data:`_MARKUP` and :data:`_RESPONSE_END`
+    find the same tokens slice by slice as in the whole text; and each call holds the interpreter for one
+    slice only (a pattern's C loop does not let other threads, the event loop included, run meanwhile)."""
+    cuts, pos = [0], 0
+    while (cut := text.find("<", pos + _SLICE)) >= 0:
+        while text.startswith("<|end_header_id|>", cut):
+            cut = text.find("<", cut + 1)
+        if cut < 0:
+            break
+        cuts.append(cut)
+        pos = cut
+    cuts.append(len(text))
+    return list(zip(cuts, cuts[1:], strict=False))
+
+
+def _unmarked(text: str) -> str:
+    """``text`` without its markup tokens, slice by slice (:func:`_slices`)."""
+    return "".join(_MARKUP.sub("", text[a:b]) for a, b in _slices(text))
+
+
 def _after_opening(text: str, end: int, newline: bool) -> int | None:
     """Where a turn's text starts after an opening that ends at ``end``: past the whitespace that follows,
     up to and including its last newline when the template puts one there (None when there is none)."""
@@ -136,7 +163,7 @@ def question_of(prompt: str) -> list[str]:
         turns = _user_turns(prompt, opening, newline, closing)
         if turns:
             break
-    text = "\n\n".join(t.strip() for t in turns) if turns else _MARKUP.sub("", prompt).strip()
+    text = "\n\n".join(t.strip() for t in turns) if turns else _unmarked(prompt).strip()
     return _split_images(text)
 
 
@@ -154,8 +181,11 @@ def response_of(query: str, prompt: str) -> str:
                 at for opening, newline in _ASSISTANT_OPENINGS for at in _openings(query, opening, newline)
             ]
             rest = query[max(ends) :] if ends else query
-    end = _RESPONSE_END.search(rest)
-    return (rest[: end.start()] if end else rest).strip()
+    for a, b in _slices(rest):
+        end = _RESPONSE_END.search(rest, a, b)
+        if end:
+            return rest[: end.start()].strip()
+    return rest.strip()
 
 
 def _rfind(text: str, sub: str) -> int:
