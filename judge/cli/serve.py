@@ -23,7 +23,14 @@ Two Ray Serve replicas: --ray --replicas 2 (pip install 'judge[ray]'; README.md,
 
 GROUPS = {
     "judge": ["judge", "rubric", "force", "served_name", "device", "dtype", "quantization", "reproducible"],
-    "chat": ["chat", "sampling", "protocol_task", "protocol_criterion"],
+    "chat": [
+        "chat",
+        "sampling",
+        "protocol_task",
+        "protocol_criterion",
+        "max_chat_concurrency",
+        "max_chat_queue",
+    ],
     "reward": ["reward_task", "reward_criterion", "reward_scale", "reward_fallback"],
     "server": [
         "host",

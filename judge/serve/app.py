@@ -29,6 +29,7 @@ from pydantic import BaseModel, ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from judge.serve.admission import ChatGate, GateFull, GateTimeout, arrived
 from judge.serve.batcher import Batcher, Dropped, QueueFull, Stopped, Ticket, UnitResult
 from judge.serve.body import (
     NOT_JSON,
@@ -102,6 +103,8 @@ def create_app(service: JudgeService, *, load: bool = True) -> FastAPI:
     app = FastAPI(title="judge-serve", lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.service = service
     metrics = service.metrics
+    # Chat completions in progress and waiting, bounded apart from scoring (judge.serve.admission).
+    chats = ChatGate(service.cfg.max_chat_concurrency, service.cfg.max_chat_queue)
 
     app.add_middleware(Guard, service=service)
 
@@ -175,7 +178,7 @@ def create_app(service: JudgeService, *, load: bool = True) -> FastAPI:
     async def scored(units, timeout: float | None, request: Request) -> list[UnitResult] | Response:
         """The units' results through the batcher, or the error to answer (429, 503, 504, a gone client)."""
         batcher = _batcher(service)
-        ticket = Ticket(service.deadline(timeout))
+        ticket = Ticket(service.deadline(timeout, arrived(request.scope)))
         try:
             futures = batcher.submit(units, ticket)
         except QueueFull as e:
@@ -237,17 +240,27 @@ def create_app(service: JudgeService, *, load: bool = True) -> FastAPI:
 
     @app.post("/v1/chat/completions", openapi_extra=request_body("/v1/chat/completions"))
     async def chat_completions(request: Request):
-        from judge.serve.chat import complete
+        from judge.serve.chat import complete, request_deadline
 
         _batcher(service)
         body = await _json_body(request)
         if isinstance(body, Response):
             return body
-        if body.get("stream") is True:  # server-sent events (judge.serve.streaming)
+        since, timeout = arrived(request.scope), _header_timeout(request)
+        try:  # a place among the chats in progress, waited for on the event loop (judge.serve.admission)
+            release = await chats.enter(request_deadline(service, body, timeout, since))
+        except GateFull as e:
+            return error(429, f"busy: {e}; retry later", {"Retry-After": "1"}, code="chat_queue_full")
+        except GateTimeout as e:
+            return error(504, f"{e} (raise `timeout`, or retry when fewer chats are in progress)")
+        if body.get("stream") is True:  # server-sent events (judge.serve.streaming), which give the slot back
             from judge.serve.streaming import stream
 
-            return await stream(service, body, _header_timeout(request), request)
-        reply, headers = await run_in_threadpool(complete, service, body, _header_timeout(request))
+            return await stream(service, body, timeout, request, since=since, release=release)
+        try:
+            reply, headers = await run_in_threadpool(complete, service, body, timeout, None, since)
+        finally:
+            release()
         return JSONResponse(reply, headers=headers)
 
     def openapi() -> dict[str, Any]:
@@ -280,6 +293,7 @@ class Guard:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        arrived(scope)  # the request's deadline counts from now
         route = scope["path"]
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         state = {"status": 500, "started": False}
@@ -304,7 +318,8 @@ class Guard:
             chunks, received, more = [], 0, True
             values = StructureCount(self.max_values)
             string_limit = self.service.string_limit()
-            strings = StringRuns(string_limit) if string_limit is not None else None
+            cfg = self.service.cfg
+            strings = StringRuns(string_limit, cfg.max_items * cfg.max_images) if string_limit else None
             while more:
                 message = await receive()
                 if message["type"] != "http.request":  # the client went away mid-body: nobody to answer
@@ -437,9 +452,12 @@ def _load(service: JudgeService) -> None:
 
 
 def _authorized(headers: dict[str, str], key: str) -> bool:
-    given = headers.get("authorization", "")
-    scheme, _, token = given.partition(" ")
-    return scheme.lower() == "bearer" and hmac.compare_digest(token.strip().encode(), key.encode())
+    """``Authorization: Bearer KEY``, the key compared exactly and in constant time (the spaces between the
+    scheme and the key are HTTP's separator; a configured key never starts with one, see
+    :meth:`ServeConfig.key`). The header's bytes as sent (decoded as latin-1 here) against the key's UTF-8."""
+    scheme, _, token = headers.get("authorization", "").partition(" ")
+    given = token.lstrip(" ").encode("latin-1")
+    return scheme.lower() == "bearer" and hmac.compare_digest(given, key.encode("utf-8"))
 
 
 def _header_timeout(request: Request) -> float | None:

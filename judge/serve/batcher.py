@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 from judge.core.schema import PredictionRecord, ScoreRecord
 from judge.scoring.engine import JudgeEngine, Prepared
+from judge.serve.admission import ModelLock
 
 logger = logging.getLogger(__name__)
 
@@ -93,7 +94,7 @@ class Batcher:
         max_wait_ms: float = 10.0,
         max_padding: float | None = None,
         stats: BatcherStats | None = None,
-        lock: threading.Lock | None = None,
+        lock: ModelLock | None = None,
     ):
         self.engine = engine
         self.max_queue = max_queue
@@ -104,7 +105,7 @@ class Batcher:
         self._queue: deque[_Unit] = deque()
         self._cv = threading.Condition()
         self._stopping = False
-        self._lock = lock or threading.Lock()  #: held while the model runs (chat generation shares it)
+        self._lock = lock or ModelLock()  #: held while the model runs (chat generation waits behind it)
         self._thread = threading.Thread(target=self._run, name="judge-batcher", daemon=True)
         self._thread.start()
 

@@ -72,9 +72,54 @@ STRING_BYTES_PER_TOKEN = 64 * 6
 _DATA_URL = b"data:"
 
 
+def _image_tag(
+    head: bytes, sep: tuple[bytes, int, int | None] | None, key: tuple[bytes, int, int | None] | None
+) -> int | None:
+    """Where a string that starts with ``head`` sits, if it is an image's data URL: 0 the value of an image
+    key, ``d >= 1`` an element of an array of images ``d`` deep; None for any other string. Told from ``sep``
+    (the JSON between it and the string before it) and ``key`` (that string), each ``(first bytes, length,
+    tag)``."""
+    if not head.startswith(_DATA_URL) or sep is None or key is None or sep[1] > _KEEP:
+        return None
+    between = sep[0].translate(None, _BLANK)
+    key_head, key_length, key_tag = key
+    if between.startswith(b":"):  # the value of a key
+        if key_length > len(key_head):
+            return None
+        if between == b":":
+            return 0 if key_head in IMAGE_VALUE_KEYS else None
+        if key_head not in IMAGE_ARRAY_KEYS:
+            return None
+        depth, between = 0, between[1:]
+    elif key_tag and b"," in between:  # the next element of an array of images
+        depth = key_tag
+    else:
+        return None
+    for c in between:  # only brackets and commas, never leaving the array
+        if c == 0x5B:  # [
+            depth += 1
+        elif c == 0x5D:  # ]
+            depth -= 1
+            if depth < 1:
+                return None
+        elif c != 0x2C or depth < 1:  # ,
+            return None
+    return depth if depth >= 1 else None
+
+
 def default_string_limit(max_tokens: int) -> int:
     """The longest string (its bytes as sent) a body may hold for a judge with this context budget."""
     return STRING_BYTES_PER_TOKEN * max_tokens
+
+
+#: Keys whose string value may be an image (a data URL): ``/v1/score``'s content segments and MMIE's items
+#: (``image``), a chat ``image_url`` part (``{"url": ...}``, or the URL as the part's ``image_url`` itself).
+IMAGE_VALUE_KEYS = frozenset({b"image", b"url", b"image_url"})
+#: Keys whose value is an array (of arrays) of images: the reward routes' per-query ``images``.
+IMAGE_ARRAY_KEYS = frozenset({b"images"})
+_KEEP = 64  #: bytes kept of each run: the image keys above, ``data:``, and the JSON between key and value
+_BLANK = b" \t\r\n"
+_UNSET = -1
 
 
 class StringRuns:
@@ -82,23 +127,46 @@ class StringRuns:
     ``"`` (so the JSON between two strings counts as a run too: megabytes of it belong in no request). A quote
     after a backslash does not end a run (an escaped quote, also across two chunks), so escaped quotes cannot
     cut a long string into short runs; a string that ends in an escaped backslash is then counted together
-    with what follows it, which can only make a run longer. A run that starts as a data URL (``data:``, an
-    image) is not bounded here: the image limits bound it once decoded.
+    with what follows it, which can only make a run longer (and merge runs, never make one up).
 
-    At C speed per chunk (``bytes.split``); the number of pieces is bounded by :class:`StructureCount`,
-    which counts every ``"`` of the same body."""
+    A data URL in an image field is not bounded here (the image limits bound it once decoded): a string that
+    starts with ``data:`` and is the value of an image key (:data:`IMAGE_VALUE_KEYS`: ``"url": "data:..."``)
+    or an element of an array of images (:data:`IMAGE_ARRAY_KEYS`: ``"images": [["data:...", ...]]``), told
+    from the JSON between it and the string before it. Anywhere else, a question or a query that starts with
+    ``data:`` included, a string is text and the bound holds.
 
-    def __init__(self, limit: int):
+    At C speed per chunk (``bytes.split``); Python work only for the strings that start with ``data:`` (the
+    first ``max_images`` of them: more images than a request may carry, and the later ones are text) and
+    those over the limit. The number of pieces is bounded by :class:`StructureCount`, which counts every
+    ``"`` of the same body."""
+
+    def __init__(self, limit: int, max_images: int = 4096):
         self.limit = limit
-        self.run = 0  #: bytes of the run the last chunk ended in
-        self.head = b""  #: its first bytes (up to 5: enough to tell a data URL)
+        self.images_left = max_images  #: strings starting with ``data:`` that may still be told images
+        self.inside = False  #: whether the run the last chunk ended in is inside a string
+        self.run = 0  #: bytes of that run
+        self.head = b""  #: its first bytes (up to :data:`_KEEP`)
+        self.tag: int | None = _UNSET  #: its image tag (:func:`_image_tag`), once known
+        self.before: list[tuple[bytes, int, int | None] | None] = [None, None]  #: the two runs before it
         self.backslash = False  #: whether the last chunk ended in a backslash
 
-    def _over(self, length: int, head: bytes) -> bool:
-        return length > self.limit and not head.startswith(_DATA_URL)
+    def _ongoing_tag(self, complete: bool = False) -> int | None:
+        if self.tag != _UNSET:
+            return self.tag
+        if not self.inside:
+            return None
+        if len(self.head) < len(_DATA_URL) and not complete:
+            return None  # not known yet; asked again as the run grows
+        if self.head.startswith(_DATA_URL):
+            self.images_left -= 1
+            if self.images_left < 0:
+                self.tag = None
+                return None
+        self.tag = _image_tag(self.head, self.before[1], self.before[0])
+        return self.tag
 
     def add(self, chunk: bytes) -> bool:
-        """Count ``chunk``; False once a string is over the limit."""
+        """Count ``chunk``; False once a string (other than an image's data URL) is over the limit."""
         escaped_first = self.backslash and chunk.startswith(b'"')
         self.backslash = chunk.endswith(b"\\")
         if escaped_first:  # the quote escaped at the end of the last chunk: the run goes on
@@ -106,19 +174,42 @@ class StringRuns:
         pieces = chunk.replace(b'\\"', b"").split(b'"')
         first = pieces[0]
         self.run += len(first)
-        if len(self.head) < len(_DATA_URL):
-            self.head += first[: len(_DATA_URL) - len(self.head)]
-        if self._over(self.run, self.head):
+        if len(self.head) < _KEEP:
+            self.head += first[: _KEEP - len(self.head)]
+        if self.run > self.limit and self._ongoing_tag() is None:
             return False
         if len(pieces) == 1:
             return True
+        # Runs completed here: the ongoing one (index 0), then pieces[1:-1]; pieces[-1] is the next ongoing.
+        tags: dict[int, int | None] = {0: self._ongoing_tag(complete=True)}
+        info: dict[int, tuple[bytes, int, int | None] | None] = {
+            -2: self.before[0], -1: self.before[1], 0: (self.head, self.run, tags[0])
+        }  # fmt: skip
+
+        def run_info(i: int) -> tuple[bytes, int, int | None] | None:
+            if i not in info:
+                info[i] = (pieces[i][:_KEEP], len(pieces[i]), tags.get(i))
+            return info[i]
+
+        if self.images_left > 0 and _DATA_URL in chunk:  # the image tags of data URLs, in order
+            for j in [j for j in range(1, len(pieces)) if pieces[j][:5] == _DATA_URL]:
+                if self.inside != bool(j & 1):  # inside a string (runs alternate)
+                    self.images_left -= 1
+                    if self.images_left < 0:
+                        break
+                    tags[j] = _image_tag(pieces[j], run_info(j - 1), run_info(j - 2))
         middle = pieces[1:-1]
         if middle and len(max(middle, key=len)) > self.limit:
-            if any(self._over(len(p), p) for p in middle):
-                return False
+            for j, piece in enumerate(middle, 1):
+                if len(piece) > self.limit and tags.get(j) is None:
+                    return False
+        n = len(pieces) - 1
+        self.before = [run_info(n - 2), run_info(n - 1)]
+        self.inside = self.inside != bool(n & 1)
         last = pieces[-1]
-        self.run, self.head = len(last), last[: len(_DATA_URL)]
-        return not self._over(self.run, self.head)
+        self.run, self.head = len(last), last[:_KEEP]
+        self.tag = tags[n] if n in tags else _UNSET
+        return not (self.run > self.limit and self._ongoing_tag() is None)
 
     def refusal(self) -> str:
         return (

@@ -75,8 +75,23 @@ class Answer:
 # ----------------------------------------------------------------------------- the route
 
 
+def request_deadline(
+    service: JudgeService, body: Mapping[str, Any], timeout: float | None, since: float | None = None
+) -> float:
+    """A chat request's deadline: the server's ``--timeout-s``, shortened by the body's ``timeout`` or else
+    by ``timeout`` (the X-Request-Timeout header's), counted from ``since`` (when the request arrived)."""
+    own = optional_number(body, "timeout")
+    if own is not None and not own > 0:
+        raise RequestError(f"`timeout` {own:g} must be a positive number of seconds", param="timeout")
+    return service.deadline(own if own is not None else timeout, since)
+
+
 def complete(
-    service: JudgeService, body: Mapping[str, Any], timeout: float | None = None, streamer: Any = None
+    service: JudgeService,
+    body: Mapping[str, Any],
+    timeout: float | None = None,
+    streamer: Any = None,
+    since: float | None = None,
 ) -> tuple[dict[str, Any], dict[str, str]]:
     """Answer one ``POST /v1/chat/completions`` body: an OpenAI ``chat.completion`` object (see the module
     doc) and the reply's headers: ``X-Judge-Scored`` (``true`` when the reply is the judge's score of its
@@ -89,14 +104,12 @@ def complete(
     ``timeout`` or else by ``timeout``, the X-Request-Timeout header's seconds). The model runs under
     ``service.model_lock``, never past the deadline: waiting for the lock and generating both stop there.
     The request's decoded images are removed before it returns. ``streamer``: given to generation
-    (:mod:`judge.serve.streaming`), which passes it the tokens as they come."""
+    (:mod:`judge.serve.streaming`), which passes it the tokens as they come. ``since``: when the request
+    arrived (its deadline counts from then; default now)."""
     from judge.serve import protocols
     from judge.serve.request_fields import formatted, refuse_unhonoured, response_format
 
-    own = optional_number(body, "timeout")
-    if own is not None and not own > 0:
-        raise RequestError(f"`timeout` {own:g} must be a positive number of seconds", param="timeout")
-    deadline = service.deadline(own if own is not None else timeout)
+    deadline = request_deadline(service, body, timeout, since)
     images = RequestImages()
     opened: list = []
     try:
@@ -128,8 +141,6 @@ def complete(
                 if fmt.kind != "text":
                     formatted(fmt, "", None, False)  # refused before generating: text is held to no format
                 refuse_sampling(req.sampling_ignored, service.cfg.sampling)
-                if streamer is not None:
-                    streamer.begin(req)  # the stream's headers go out now; tokens follow as generated
                 answer = _generate(service, req, opened, streamer)
         answer.content = formatted(fmt, answer.content, answer.judge, protocols.json_reply(answer.judge))
     except RequestError as e:  # in the client's terms: no path of the server's disk in an answer
@@ -220,6 +231,8 @@ def _generate(service: JudgeService, req: ChatRequest, images: list, streamer: A
     model, tok = engine.scorer.model, engine.scorer.tokenizer
     ids, pixel_values = _encode(engine.processor, req.messages, images, engine.max_tokens)
     _remaining(req)  # encoding is the step before the model: past the deadline, answer now (a 504)
+    if streamer is not None:  # every refusal is behind: the stream's headers go out now, tokens follow
+        streamer.begin(req)
     max_new = min(req.max_new_tokens, engine.max_tokens - len(ids))
     gen = model.generation_config
     eos = gen.eos_token_id if gen.eos_token_id is not None else tok.eos_token_id
@@ -229,6 +242,8 @@ def _generate(service: JudgeService, req: ChatRequest, images: list, streamer: A
     input_ids = torch.tensor([ids], device=device)
     # No pixel_values key at all without images: transformers runs the vision encoder on any it is given.
     extra = {"pixel_values": pixel_values.to(device, _float_dtype(model))} if pixel_values is not None else {}
+    from transformers import StoppingCriteriaList
+
     with holding_model(service, req), torch.inference_mode():
         # A fresh config: plain argmax decoding, whatever sampling defaults the model's own config carries;
         # max_time stops it at the request's deadline, so it never holds the model past it.
@@ -244,6 +259,7 @@ def _generate(service: JudgeService, req: ChatRequest, images: list, streamer: A
             generation_config=config,
             tokenizer=tok,  # for stop_strings
             streamer=streamer,
+            stopping_criteria=StoppingCriteriaList([_yielding(service, req)]),
             **extra,
         )
     if time.monotonic() > req.deadline:
@@ -267,13 +283,32 @@ def _generate(service: JudgeService, req: ChatRequest, images: list, streamer: A
 
 @contextmanager
 def holding_model(service: JudgeService, req: ChatRequest) -> Iterator[None]:
-    """``service.model_lock``, waited for no longer than the request's deadline (then a 504)."""
-    if not service.model_lock.acquire(timeout=_remaining(req)):
+    """``service.model_lock`` for a chat, behind any scoring round waiting for it, waited for no longer than
+    the request's deadline (then a 504)."""
+    lock = service.model_lock
+    if not lock.acquire_for_generation(timeout=_remaining(req)):
         raise _past_deadline("waiting for the model")
     try:
         yield
     finally:
-        service.model_lock.release()
+        if lock.held_here():  # not when a handover to scoring ran past the deadline (_yielding)
+            lock.release()
+
+
+def _yielding(service: JudgeService, req: ChatRequest) -> Any:
+    """A stopping criterion that, between two generated tokens, lets a waiting scoring round use the model
+    (:meth:`~judge.serve.admission.ModelLock.yield_to_scoring`), and stops the generation when the model
+    cannot be had back before the deadline."""
+    import torch
+    from transformers import StoppingCriteria
+
+    class YieldToScoring(StoppingCriteria):
+        def __call__(self, input_ids, scores, **kwargs):
+            left = max(0.0, req.deadline - time.monotonic())
+            done = not service.model_lock.yield_to_scoring(left)
+            return torch.full((input_ids.shape[0],), done, device=input_ids.device, dtype=torch.bool)
+
+    return YieldToScoring()
 
 
 def _remaining(req: ChatRequest) -> float:
@@ -423,4 +458,4 @@ def _completion(service: JudgeService, req: ChatRequest, answer: Answer) -> dict
     return out
 
 
-__all__ = ["MIN_LOGPROB", "Answer", "complete", "holding_model", "safe_log"]
+__all__ = ["MIN_LOGPROB", "Answer", "complete", "holding_model", "request_deadline", "safe_log"]

@@ -173,6 +173,20 @@ class ServeConfig(Settings):
         description="default request deadline in seconds (a request's own `timeout` field or "
         "X-Request-Timeout header may shorten it); past it: 504 (default 60)",
     )
+    max_chat_concurrency: int = Field(
+        2,
+        ge=1,
+        le=32,
+        description="chat completions in progress at once, each holding a worker thread while it is read, "
+        "waits for the model (one at a time, scoring first) and generates; at most 32, so scoring and the "
+        "reward routes keep worker threads (default 2)",
+    )
+    max_chat_queue: int = Field(
+        64,
+        ge=0,
+        description="chat completions waiting for a place among max_chat_concurrency, holding nothing; one "
+        "more gets 429 with Retry-After, and one whose deadline passes while it waits 504 (default 64)",
+    )
     grace_s: float = Field(
         30.0, ge=0, description="on SIGTERM, how long in-flight requests get to finish (default 30)"
     )
@@ -217,8 +231,18 @@ class ServeConfig(Settings):
         return self
 
     def key(self) -> str | None:
-        """The API key in force: the setting, else the environment's ``JUDGE_API_KEY``."""
-        return self.api_key or os.environ.get(API_KEY_ENV) or None
+        """The API key in force: the setting, else the environment's ``JUDGE_API_KEY``. It is compared
+        byte for byte with what follows ``Bearer `` (HTTP trims the spaces around a header's value, so a key
+        with spaces around it could never match): such a key is refused with a :class:`ConfigError`."""
+        key, where = (
+            (self.api_key, "--api-key") if self.api_key else (os.environ.get(API_KEY_ENV), API_KEY_ENV)
+        )
+        if key and key != key.strip():
+            raise ConfigError(
+                f"the API key ({where}) begins or ends with whitespace, which no client can send after "
+                "`Authorization: Bearer ` (HTTP trims it): remove the spaces, tabs or newlines around it"
+            )
+        return key or None
 
     def check_exposure(self) -> None:
         """Refuse to serve an address other than loopback without an API key, unless the operator says so

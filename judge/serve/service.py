@@ -14,7 +14,6 @@ import os
 import shutil
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -42,6 +41,7 @@ from judge.core.images import (
 from judge.core.io import InvalidRecordsError, parse_records
 from judge.core.rubric import OVERALL
 from judge.core.schema import PredictionRecord, ScoreRecord, content_fields, content_images
+from judge.serve.admission import ModelLock
 from judge.serve.batcher import Batcher, BatcherStats
 from judge.serve.body import default_string_limit
 from judge.serve.config import ServeConfig
@@ -233,7 +233,8 @@ class JudgeService:
         )
         self.engine: Any = None
         self.batcher: Batcher | None = None
-        self.model_lock = threading.Lock()  #: held by whoever runs the model (the batcher, chat generation)
+        #: held by whoever runs the model: the batcher's rounds first, then chat generation (see admission)
+        self.model_lock = ModelLock()
         self.load_error: str | None = None
         self.draining = False
         self.loaded_at: float | None = None
@@ -486,10 +487,11 @@ class JudgeService:
             )
         return [c for c in fam.criterion_ids if c in wanted]  # the rubric's order, overall last
 
-    def deadline(self, timeout: float | None) -> float:
-        """A request's deadline (``time.monotonic()``): its own ``timeout`` when shorter than the server's."""
+    def deadline(self, timeout: float | None, since: float | None = None) -> float:
+        """A request's deadline (``time.monotonic()``): its own ``timeout`` when shorter than the server's,
+        counted from ``since``, when it arrived (:func:`judge.serve.admission.arrived`), else from now."""
         budget = min(timeout, self.cfg.timeout_s) if timeout and timeout > 0 else self.cfg.timeout_s
-        return time.monotonic() + budget
+        return (time.monotonic() if since is None else since) + budget
 
 
 #: A calibrated judge's fields of an answer, beside its calibrated view (``score``, ``argmax``, ``distribution``).

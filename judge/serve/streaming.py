@@ -21,7 +21,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 from fastapi.responses import StreamingResponse
@@ -41,8 +41,9 @@ class Streamer:
     token goes to the event loop as it is decoded. ``begin(req)`` is called by the chat route just before it
     generates."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, queue: asyncio.Queue, tokenizer, stops: list[str]):
-        self.loop, self.queue, self.tok, self.stops = loop, queue, tokenizer, stops
+    def __init__(self, loop: asyncio.AbstractEventLoop, queue: asyncio.Queue, tokenizer):
+        self.loop, self.queue, self.tok = loop, queue, tokenizer
+        self.stops: list[str] = []  #: the request's validated ``stop`` sequences, set by :meth:`begin`
         self.ids: list[int] = []
         self.sent = ""
         self.prompt_seen = False
@@ -53,6 +54,7 @@ class Streamer:
         self.loop.call_soon_threadsafe(self.queue.put_nowait, (kind, value))
 
     def begin(self, req: Any) -> None:
+        self.stops = list(req.stop)
         self._emit("begin", req)
 
     def put(self, value) -> None:
@@ -106,27 +108,46 @@ def _error_event(e: Exception) -> str:
     )
 
 
-async def stream(service: JudgeService, body: Mapping[str, Any], timeout: float | None, request) -> Any:
-    """The streamed answer to a chat body with ``stream: true`` (see the module doc)."""
+async def stream(
+    service: JudgeService,
+    body: Mapping[str, Any],
+    timeout: float | None,
+    request,
+    *,
+    since: float | None = None,
+    release: Callable[[], None] = lambda: None,
+) -> Any:
+    """The streamed answer to a chat body with ``stream: true`` (see the module doc). ``since``: when the
+    request arrived; ``release``: called once the completion is over (its chat slot, see
+    :mod:`judge.serve.admission`), answered, refused or abandoned."""
     from judge.serve.chat import complete
     from judge.serve.request_fields import stream_options
 
-    include_usage = stream_options(body)
+    # Nothing of the body is read here before ``complete`` has validated all of it, as it does without
+    # ``stream``: a refusal is then the same status and message either way.
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue = asyncio.Queue()
-    stops = body.get("stop")
-    streamer = Streamer(
-        loop, queue, service.engine.scorer.tokenizer, [stops] if isinstance(stops, str) else list(stops or [])
-    )
-    task = asyncio.ensure_future(run_in_threadpool(complete, service, body, timeout, streamer))
-    task.add_done_callback(lambda t: queue.put_nowait(("done", t)))
+    streamer = Streamer(loop, queue, service.engine.scorer.tokenizer)
+    try:
+        task = asyncio.ensure_future(run_in_threadpool(complete, service, body, timeout, streamer, since))
+    except BaseException:
+        release()
+        raise
+
+    def finished(t: asyncio.Future) -> None:
+        release()
+        queue.put_nowait(("done", t))
+
+    task.add_done_callback(finished)
     kind, value = await queue.get()
     if kind == "done":  # answered (or refused) without generating: a scored reply, or an error
         reply, headers = value.result()  # a refusal raises here: the usual JSON error
+        include_usage = stream_options(body)
         return StreamingResponse(
             _scored(reply, include_usage), media_type="text/event-stream", headers=_headers(headers)
         )
     req = value
+    include_usage = stream_options(body)
     headers = {"X-Judge-Scored": "false"}
     if req.sampling_ignored:
         headers["X-Judge-Sampling"] = f"greedy ({req.sampling_ignored} decoded greedily)"
