@@ -78,6 +78,7 @@ import shlex
 import statistics
 import sys
 import time
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -178,6 +179,9 @@ SHAPES = {
         max_positions=8192,
     ),
 }
+# The tiny judge with the 4B shape's 36 language-model layers: how bf16 round-off grows with depth, on the CPU
+# (issue 42, Part A.2). Widths stay tiny so that a float32 reference and every path run in minutes.
+SHAPES["tiny36"] = dataclasses.replace(SHAPES["tiny"], name="tiny36", text_layers=36)
 
 
 def build_processor(shape: Shape, max_tiles: int, rubric="mmie"):
