@@ -114,6 +114,14 @@ def test_a_foreign_origin_is_403(server, origin):
     refused(r, 403, "forbidden_origin", "Origin")
 
 
+def test_a_cross_site_request_without_an_origin_is_403(server):
+    """What the browser says (Fetch Metadata) counts even where it sends no Origin."""
+    fetch = {"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "no-cors", "Sec-Fetch-Dest": "script"}
+    refused(httpx.get(server.url + "/v1/models", headers=fetch), 403, "cross_site_request", "Sec-Fetch-Site")
+    own = {"Sec-Fetch-Site": "same-origin", "Sec-Fetch-Mode": "cors", "Sec-Fetch-Dest": "empty"}
+    assert httpx.get(server.url + "/v1/models", headers=own).status_code == 200
+
+
 @pytest.mark.parametrize("origin", ["http://localhost:3000", "http://127.0.0.1:{port}", "http://[::1]:{port}",
                                     f"https://{ALLOWED}"])  # fmt: skip
 def test_an_allowed_origin_is_served_without_cors_headers(server, origin):

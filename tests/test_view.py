@@ -294,3 +294,20 @@ def test_allowed_host_adds_a_name_from_the_command_line(view_run):
     finally:
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=30)
+
+
+def test_another_site_cannot_include_the_run_as_a_script(server, files):
+    """``<script src=http://127.0.0.1:8765/data/index.js>`` on another site's page sends no Origin, and the
+    file calls ``JV.index(...)``, a function that page can define: before, it read the whole run. The
+    browser's Fetch Metadata says where the request came from; a link the user followed still opens."""
+    script = {"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "no-cors", "Sec-Fetch-Dest": "script"}
+    got = httpx.get(server.url + "data/index.js", headers=script)
+    assert got.status_code == 403 and b"JV." not in got.content
+    image = {"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "no-cors", "Sec-Fetch-Dest": "image"}
+    assert httpx.get(server.url + "data/index.js", headers=image).status_code == 403
+    link = {"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "navigate", "Sec-Fetch-Dest": "document"}
+    page = httpx.get(server.url, headers=link)
+    assert page.status_code == 200 and page.content == files["index.html"]
+    own = {"Sec-Fetch-Site": "same-origin", "Sec-Fetch-Mode": "no-cors", "Sec-Fetch-Dest": "script"}
+    got = httpx.get(server.url + "data/index.js", headers=own)
+    assert got.status_code == 200 and got.headers["cross-origin-resource-policy"] == "same-origin"

@@ -12,6 +12,9 @@ page can post a "simple" cross-site request (``Content-Type: text/plain``) witho
   address literal, which no DNS answer can rebind), and each ``--allowed-host``;
 * an ``Origin`` header (a browser's cross-origin request, or a POST) whose host is not one of those, and the
   opaque origin ``null``: 403;
+* a request that the browser marks as made by another site's page (``Sec-Fetch-Site: cross-site``), a
+  link the user followed aside: 403. A ``<script src>`` sends no Origin, and judge-view's data files are
+  scripts;
 * a POST, PUT or PATCH that carries a body not declared ``application/json`` (parameters such as
   ``charset`` aside): 415 naming the type sent. Only such bodies are JSON to the routes, and a browser sends
   them cross-site only after a CORS preflight, which no answer here grants.
@@ -27,6 +30,7 @@ import ipaddress
 import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -85,6 +89,9 @@ class HostPolicy:
             if isinstance(entry, str):
                 raise ValueError(f"`allowed_host` {value!r}: {entry}")
             self.entries.append(entry)
+        # Each request names the same few hosts: their answers are kept (parsing costs tens of microseconds).
+        self._host_ok = lru_cache(maxsize=1024)(self._host_allowed)
+        self._origin_ok = lru_cache(maxsize=1024)(self._origin_allowed)
 
     def serves(self, name: str, port: int | None) -> bool:
         """Whether a request for ``name`` (lower case, IPv6 without brackets) on ``port`` is this server's."""
@@ -99,8 +106,7 @@ class HostPolicy:
         if len(hosts) != 1:
             why = "has no Host header" if not hosts else "has more than one Host header"
             return Refusal(400, f"the request {why}", "invalid_host", "Host")
-        host = _entry(hosts[0])
-        if isinstance(host, str) or not self.serves(host.name, host.port):
+        if not self._host_ok(hosts[0]):
             return Refusal(
                 421,
                 f"this server does not answer to Host {hosts[0][:200]!r} (only to loopback names, the address "
@@ -109,14 +115,22 @@ class HostPolicy:
                 "Host",
             )
         origins = headers.get("origin", [])
-        if origins and not all(self._origin_allowed(o) for o in origins):
-            bad = next(o for o in origins if not self._origin_allowed(o))
+        bad = next((o for o in origins if not self._origin_ok(o)), None)
+        if bad is not None:
             return Refusal(
                 403,
                 f"a request from a page at Origin {bad[:200]!r} is refused: the Origin must be one of the "
                 "hosts this server answers to",
                 "forbidden_origin",
                 "Origin",
+            )
+        if _cross_site(method, headers):
+            return Refusal(
+                403,
+                "a cross-site request is refused (Sec-Fetch-Site: cross-site): another site's page may link to "
+                "this server, not load from it",
+                "cross_site_request",
+                "Sec-Fetch-Site",
             )
         length = (headers.get("content-length") or ["0"])[0].strip()
         if method.upper() in BODY_METHODS and (length != "0" or "transfer-encoding" in headers):
@@ -131,6 +145,10 @@ class HostPolicy:
                 )
         return None
 
+    def _host_allowed(self, value: str) -> bool:
+        host = _entry(value)
+        return isinstance(host, _Entry) and self.serves(host.name, host.port)
+
     def _origin_allowed(self, origin: str) -> bool:
         try:
             parts = urlsplit(origin.strip())
@@ -140,6 +158,18 @@ class HostPolicy:
         if parts.scheme not in _DEFAULT_PORTS or not parts.hostname or parts.path not in ("", "/"):
             return False
         return self.serves(parts.hostname.rstrip("."), port)
+
+
+def _cross_site(method: str, headers: Mapping[str, list[str]]) -> bool:
+    """Whether a browser says another site's page made this request (Fetch Metadata), other than by a link
+    the user followed. A ``<script src>`` carries no Origin: without this, a page could include
+    judge-view's ``/data/index.js`` (JavaScript that calls a function the page defines) and read the run."""
+    site = (headers.get("sec-fetch-site") or [""])[0].strip().lower()
+    if site != "cross-site":
+        return False
+    mode = (headers.get("sec-fetch-mode") or [""])[0].strip().lower()
+    dest = (headers.get("sec-fetch-dest") or [""])[0].strip().lower()
+    return not (mode == "navigate" and method.upper() in ("GET", "HEAD") and dest not in ("object", "embed"))
 
 
 def _entry(value: str) -> _Entry | str:

@@ -9,7 +9,8 @@ file that is not an image is never sent, whatever its name.
 
 Before any file or image, every request passes :class:`judge.core.hosts.HostPolicy` (the check
 ``judge-serve`` makes): a Host that is not a loopback name or an ``--allowed-host`` is a 421, a foreign
-Origin a 403, so a page whose name is rebound to 127.0.0.1 (DNS rebinding) reads nothing.
+Origin or a cross-site load (``Sec-Fetch-Site``) a 403, so a page whose name is rebound to 127.0.0.1 (DNS
+rebinding), or one that includes ``data/index.js`` as a script, reads nothing.
 """
 
 from __future__ import annotations
@@ -105,6 +106,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", TYPES.get(suffix, "application/octet-stream"))
         self.send_header("Content-Length", str(len(body)))
         self.send_header("Content-Security-Policy", CSP)
+        # Another site's page may not embed what it could not fetch (a browser without Fetch Metadata).
+        self.send_header("Cross-Origin-Resource-Policy", "same-origin")
         self.send_header("X-Content-Type-Options", "nosniff")
         self.send_header("Cache-Control", "no-cache")
         self.end_headers()
