@@ -220,9 +220,8 @@ def _show(e: _Entry) -> str:
     return name if e.port is None else f"{name}:{e.port}"
 
 
-Receive = Callable[[], Awaitable[dict[str, Any]]]
-Send = Callable[[dict[str, Any]], Awaitable[None]]
-ASGIApp = Callable[[dict[str, Any], Receive, Send], Awaitable[None]]
+#: an ASGI app: (scope, receive, send); loosely typed, as Starlette's and uvicorn's differ
+ASGIApp = Callable[[Any, Any, Any], Awaitable[None]]
 
 
 class HostGuard:
@@ -232,7 +231,7 @@ class HostGuard:
     def __init__(self, app: ASGIApp, policy: HostPolicy, respond: Callable[[Refusal], ASGIApp]):
         self.app, self.policy, self.respond = app, policy, respond
 
-    async def __call__(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "http":
             headers: dict[str, list[str]] = {}
             for k, v in scope["headers"]:
