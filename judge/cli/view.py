@@ -20,7 +20,7 @@ examples (from the repository root, after scripts/demo.sh):
 
 GROUPS = {
     "what to show": ["human", "report", "audit", "thumbnail"],
-    "where": ["export", "overwrite", "host", "port"],
+    "where": ["export", "overwrite", "host", "port", "allowed_host"],
 }
 
 

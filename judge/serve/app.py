@@ -30,6 +30,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from judge.serve.admission import ChatGate, GateFull, GateTimeout, arrived
+from judge.core.hosts import HostGuard, HostPolicy
 from judge.serve.batcher import Batcher, Dropped, QueueFull, Stopped, Ticket, UnitResult
 from judge.serve.body import (
     NOT_JSON,
@@ -64,10 +65,12 @@ CLIENT_CLOSED = 499
 _KINDS = {
     400: ("invalid_request_error", "invalid_json"),
     401: ("authentication_error", "invalid_api_key"),
+    403: ("permission_error", "forbidden_origin"),
     404: ("not_found_error", "not_found"),
     405: ("invalid_request_error", "method_not_allowed"),
     413: ("invalid_request_error", "request_too_large"),
     415: ("invalid_request_error", "unsupported_media_type"),
+    421: ("invalid_request_error", "misdirected_request"),
     422: ("invalid_request_error", "invalid_request"),
     429: ("rate_limit_error", "rate_limit_exceeded"),
     503: ("server_error", "service_unavailable"),
@@ -107,6 +110,11 @@ def create_app(service: JudgeService, *, load: bool = True) -> FastAPI:
     chats = ChatGate(service.cfg.max_chat_concurrency, service.cfg.max_chat_queue)
 
     app.add_middleware(Guard, service=service)
+    # Outermost (added last): a foreign Host or Origin, or a body that is not JSON, is refused first.
+    policy = HostPolicy(service.cfg.host, service.cfg.allowed_host)
+    app.add_middleware(
+        HostGuard, policy=policy, respond=lambda r: error(r.status, r.message, param=r.header, code=r.code)
+    )
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError):
