@@ -208,3 +208,26 @@ def test_a_missing_config_path_is_refused_at_once_naming_its_key(tmp_path, monke
     assert seconds < 10, seconds  # before any model or processor loads
     assert data_main(["build", "--config", "rubric6", "--no-tokens"]) == 2
     assert "`data.annotations`" in capsys.readouterr().err
+
+
+def test_the_readme_section_commands_parse():
+    import importlib
+    import re
+    import shlex
+
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Your own data, step by step", 1)[1].split("\n## ", 1)[0]
+    (block,) = re.findall(r"```bash\n(.*?)```", section, re.S)
+    lines = [ln.split("  #")[0].strip() for ln in block.replace("\\\n", " ").splitlines()]
+    modules = {"judge-train": "judge.cli.train", "judge-score": "judge.cli.score",
+               "judge-data": "judge.cli.data", "judge-report": "judge.cli.report"}  # fmt: skip
+    commands = [shlex.split(ln) for ln in lines if ln and not ln.startswith("#")]
+    assert [c[0] for c in commands] == [
+        "judge-train",
+        "judge-score",
+        "judge-data",
+        "judge-report",
+        "judge-score",
+    ]
+    for cmd in commands:
+        importlib.import_module(modules[cmd[0]]).build_parser().parse_args(cmd[1:])  # a bad flag exits
