@@ -478,7 +478,7 @@ class JudgeEngine:
         code: str | None = None,
         max_patches: int | None = None,
     ) -> ScoreRecord:
-        common = dict(
+        common: dict[str, Any] = dict(
             id=rec.id,
             benchmark=rec.benchmark,
             task=rec.task,
