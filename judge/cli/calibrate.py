@@ -59,6 +59,9 @@ def main(argv: list[str] | None = None) -> int:
         if result.selective is not None:
             print()
             print(format_selective(result.selective))
+        if result.labels is not None:
+            lab = result.labels
+            print(f"\nhuman labels: {lab['matched']} of {lab['labels']} labelled responses matched a score")
         print(f"\nwrote {result.path} (named in the judge card); fitted on {result.scores}")
         if result.selective_path is not None:
             print(

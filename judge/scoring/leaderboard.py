@@ -104,6 +104,9 @@ def build_leaderboard(
             by_board[(r["benchmark"], group)].append(r)
     boards: list[dict[str, Any]] = []
     skipped: list[dict[str, Any]] = []
+    judged = {(str(r["model"]), str(r["id"])) for r in records if r.get("metric") == "judge"}
+    # Every board reads the labels by the scored response they label (one rule: judge.core.identity).
+    matched = labels.matched_to(judged) if labels is not None else None
     for benchmark, group in sorted(by_board, key=lambda k: (k[0], k[1] == "all", k[1])):
         board = _board(
             benchmark,
@@ -113,7 +116,7 @@ def build_leaderboard(
             seed,
             level,
             question_map or {},
-            labels,
+            matched,
             (float(scale[0]), float(scale[1])) if scale else None,
             min_labels,
         )
@@ -128,9 +131,7 @@ def build_leaderboard(
         "skipped": skipped,
     }
     if labels is not None:
-        out["labels"] = labels.describe(
-            {(str(r["model"]), str(r["id"])) for r in records if r.get("metric") == "judge"}
-        )
+        out["labels"] = labels.describe(judged)
     return out
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from judge.core.atomic import atomic_write
+from judge.core.identity import RULE
 from judge.core.tables import md_table
 from judge.eval.ppi import MIN_LABELS
 from judge.scoring.leaderboard import LEVEL
@@ -204,7 +205,8 @@ def leaderboard_markdown(lb: dict[str, Any], *, compact: bool = False) -> list[s
     if labels:
         parts += [
             "",
-            f"Human labels: {labels['matched']} labelled responses matched a judge score (by model and id), "
+            f"Human labels: {labels['matched']} of {labels['responses']} labelled responses matched a judge "
+            f"score ({RULE}), "
             f"from {', '.join(f'`{f}`' for f in labels['files'])}"
             + (
                 f"; {labels['unmatched']} did not (e.g. {', '.join(labels['unmatched_examples'])})"
