@@ -78,3 +78,19 @@ def test_a_forced_map_worse_than_the_read_out_is_refused_unless_forced(method):
     nll = c["nll"]
     if method == "isotonic":
         assert f"{nll['isotonic']:.4f}" in str(e.value) and f"{nll['none']:.4f}" in str(e.value)
+
+
+def test_fitting_and_scoring_agree_at_the_threshold_itself():
+    # A confidence a rounding error below the threshold: fitting counted it trusted (>= threshold - 1e-12)
+    # and scoring escalated it (>= threshold). Base: trusted_pair gave False for an item the fit had kept.
+    from judge.eval.selective import fixed_sequence_threshold
+    from judge.models.calibration import POOLED
+    from judge.models.selective import Selective, pair_confidence
+
+    conf = [0.9] * 40
+    rule = fixed_sequence_threshold(conf, [True] * 40, alpha=0.2, delta=0.1, grid=[0.9 + 5e-13])
+    assert rule.threshold == 0.9 + 5e-13 and rule.n_trusted == 40  # the fit trusts every item
+    sel = Selective(agreement=0.8, delta=0.1, tolerance=1.0, confidence="mass", scale=VALUES, calibration="x",
+                    pointwise={POOLED: rule}, pairwise={POOLED: rule})  # fmt: skip
+    assert pair_confidence(0.9) == 0.9
+    assert sel.trusted_pair("overall", 0.9) is True  # scoring keeps it too
