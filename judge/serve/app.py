@@ -29,8 +29,8 @@ from pydantic import BaseModel, ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from judge.serve.admission import ChatGate, GateFull, GateTimeout, arrived
 from judge.core.hosts import HostGuard, HostPolicy
+from judge.serve.admission import ChatGate, GateFull, GateTimeout, arrived
 from judge.serve.batcher import Batcher, Dropped, QueueFull, Stopped, Ticket, UnitResult
 from judge.serve.body import (
     NOT_JSON,
