@@ -69,6 +69,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import functools
 import gc
 import math
@@ -78,7 +79,6 @@ import shlex
 import statistics
 import sys
 import time
-import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
