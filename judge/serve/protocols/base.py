@@ -86,8 +86,13 @@ class Prompt:
 
 
 def _image_numbers(text: str) -> dict[int, int]:
-    """Position of each image marker -> its index among the images."""
-    return {pos: k for k, pos in enumerate(i for i, ch in enumerate(text) if ch == IMAGE)}
+    """Position of each image marker -> its index among the images (``str.find``: C speed on long text)."""
+    out: dict[int, int] = {}
+    pos = text.find(IMAGE)
+    while pos >= 0:
+        out[pos] = len(out)
+        pos = text.find(IMAGE, pos + 1)
+    return out
 
 
 def _strip(parts: Content) -> Content:

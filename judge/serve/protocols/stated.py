@@ -63,7 +63,7 @@ def number(token: str, where: str) -> float:
 
 
 def _shown(token: str) -> str:
-    return repr(token if len(token) <= 24 else f"{token[:12]}...{token[-6:]} ({len(token)} characters)")
+    return repr(token if len(token) <= 60 else f"{token[:12]}...{token[-6:]} ({len(token)} characters)")
 
 
 def _ordered(low: str, high: str, words: str, integer: bool) -> Scale:
