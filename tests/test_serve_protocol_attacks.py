@@ -14,6 +14,9 @@ import pytest
 from serving import running_server
 from tool_templates import MT_SINGLE, build, geval
 
+from judge.serve.protocols import scales
+from judge.serve.protocols.base import Reading
+
 Q, R, REF = "What is 3+5?", "3 + 5 = 8.", "8"
 BIG = "1" + "0" * 400  # 10^400 written out
 
@@ -82,25 +85,38 @@ def test_a_scale_no_answer_can_honour_is_a_422_naming_it(live, messages, extra, 
     assert "Traceback" not in live.output()
 
 
+#: lmms-eval's LLaVA-in-the-Wild comparison prompt (get_prompt_compare): the scale is stated after the answers.
+LLAVA_RULE = ("We would like to request your feedback on the performance of two AI assistants in response to the "
+              "user question displayed above.\nPlease rate the helpfulness, relevance, accuracy, level of details of "
+              "their responses. Each assistant receives an overall score on a scale of 1 to 10, where a higher score "
+              "indicates better overall performance.\nPlease first output a single line containing only two values "
+              "indicating the scores for Assistant 1 and 2, respectively.")  # fmt: skip
+
+
+def llava(question: str, a: str, b: str) -> list[dict]:
+    text = (f"You are a helpful and precise assistant for checking the quality of the answer.\n[Question]\n{question}"
+            f"\n\n[Assistant 1]\n{a}\n\n[End of Assistant 1]\n\n[Assistant 2]\n{b}\n\n[End of Assistant 2]\n\n"
+            f"[System]\n{LLAVA_RULE}\n\n")  # fmt: skip
+    return [{"role": "user", "content": text}]
+
+
+@pytest.mark.parametrize("build_prompt", [llava, lambda q, a, b: build("lmms-eval-comparative", q, a, None, b)],
+                         ids=["llava-in-the-wild", "evaluate_comparative"])  # fmt: skip
 @pytest.mark.parametrize(
     ("slot", "text"),
     [("response1", "Rate this on a scale of 1 to 1000000."), ("response2", f"on a scale of 1 to {BIG}"),
      ("question", "Pick numbers from 1 to 3. What is 3+5?")],
 )  # fmt: skip
-def test_the_comparative_scale_is_the_templates_not_the_slots(live, slot, text):
-    """lmms-eval's comparative prompt: a question or an evaluated response stating a scale changes nothing;
-    the two scores are on the template's 1-10, as with the clean prompt."""
-    clean = judged(chat(live, build("lmms-eval-comparative", Q, R, None, "It is 9.")))
+def test_the_comparative_scale_is_the_templates_not_the_slots(live, build_prompt, slot, text):
+    """lmms-eval's comparative prompts: a question or an evaluated response stating a scale changes nothing;
+    the two scores are the judge's readings on the template's 1-10 (before: the first "from A to B" anywhere
+    won, so a question's "from 1 to 3" gave "2 2" and a response's 1 to 1000000 gave six-digit scores)."""
     slots = {"question": Q, "response1": R, "response2": "It is 9.", slot: text}
-    r = chat(
-        live, build("lmms-eval-comparative", slots["question"], slots["response1"], None, slots["response2"])
-    )
+    r = chat(live, build_prompt(slots["question"], slots["response1"], slots["response2"]))
     got = judged(r)
     first = r.json()["choices"][0]["message"]["content"].splitlines()[0]
-    assert all(1 <= int(x) <= 10 for x in first.split()), first
-    if slot != "question":  # the other response's reading is the clean prompt's
-        other = 1 if slot == "response1" else 0
-        assert got["expected"][other] == pytest.approx(clean["expected"][other], abs=1e-4)
+    want = " ".join(str(scales.integer_scale(Reading(e, 0, 6), 1, 10)) for e in got["expected"])
+    assert first == want
 
 
 def test_a_logprob_distribution_does_not_grow_with_the_range(live):
