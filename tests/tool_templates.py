@@ -7,6 +7,14 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
+import pytest
+
+# The tools' own templates: a test module (or test) that imports this one is skipped without them.
+for _tool in ("prometheus_eval", "lmms_eval", "deepeval", "inspect_ai"):
+    pytest.importorskip(
+        _tool, reason="pip install --no-deps --target .clients -r tests/requirements-clients.txt"
+    )
+
 MT_SINGLE = ('Please act as an impartial judge. Rate the response on a scale of 1 to 10 by strictly following '
              'this format: "[[rating]]", for example: "Rating: [[5]]".')  # fmt: skip
 MT_PAIR = ('Please act as an impartial judge. Output your final verdict by strictly following this format: "[[A]]" '
