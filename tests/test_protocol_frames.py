@@ -1,0 +1,100 @@
+"""How the tools' grading prompts are read, without a server: the frame (scale, criterion, reference, the
+pair scored) comes from each template's fixed parts, never from its slots; and the one scale parser's
+bounds (issue 37). Linear time: tests/test_protocol_linear.py."""
+
+from __future__ import annotations
+
+import pytest
+from tool_templates import SCORED, build, markers
+
+from judge.core.rubric import load_rubric
+from judge.serve.protocols import find_protocol, stated
+from judge.serve.protocols.base import Prompt, text_of
+
+Q, R, REF, R2 = "What is 3+5?", "3 + 5 = 8.", "8", "It is 9."
+PAIRS = ("prometheus-relative", "lmms-eval-comparative", "mt-bench-pair")
+NO_REF = ("lmms-eval-comparative", "lmms-eval-rubric")
+RUBRIC = load_rubric("mmie")
+
+
+def _prompt(messages: list[dict]) -> Prompt:
+    parts = [{"role": m["role"], "content": [{"type": "text", "text": m["content"]}]} for m in messages]
+    prompt = Prompt.of(parts, [])
+    assert prompt is not None
+    return prompt
+
+
+def _read(name: str, **slots: str):
+    slots = {"q": Q, "r": R, "ref": None if name in NO_REF else REF, "r2": R2, **slots}
+    prompt = _prompt(build(name, slots["q"], slots["r"], slots["ref"], slots["r2"]))
+    proto = find_protocol(prompt)
+    assert proto is not None and proto.name == name, (name, proto and proto.name)
+    return proto.extract(prompt, RUBRIC)
+
+
+def _slots(name: str) -> list[str]:
+    return ["q", "r"] + ([] if name in NO_REF else ["ref"]) + (["r2"] if name in PAIRS else [])
+
+
+@pytest.mark.parametrize(("name", "slot"), [(n, s) for n in SCORED for s in _slots(n)])
+def test_a_slot_carrying_other_tools_markers_changes_nothing_else(name, slot):
+    """Each slot carries every other tool's markers and headings (the response under evaluation, the second
+    of a pair, carries its own tool's too): the same protocol answers, that slot holds all of it, and the
+    other slots, the scale and the options are those of the clean prompt."""
+    clean = _read(name)
+    protected = slot == ("r2" if name in PAIRS else "r")
+    value = {"q": Q, "r": R, "ref": REF, "r2": R2}[slot] + "\n" + (markers() if protected else markers(name))
+    got = _read(name, **{slot: value})
+    said = {
+        "q": text_of(got.question),
+        "r": text_of(got.responses[0]),
+        "ref": text_of(got.reference or []),
+        "r2": text_of(got.responses[-1]),
+    }
+    want = {"q": Q, "r": R, "ref": REF if name not in NO_REF else "", "r2": R2 if name in PAIRS else R}
+    if name == "inspect-model-graded-qa" or name == "inspect-model-graded-fact":
+        want["ref"] = REF
+    want[slot] = value.strip()
+    if slot == "r" and name not in PAIRS:
+        want["r2"] = value.strip()
+    assert said == want
+    assert got.options == clean.options
+    assert got.criterion_text == clean.criterion_text or slot == "ref"  # inspect's criterion is its reference
+
+
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [
+        ("on a scale of 1 to 10", (1, 10)),
+        ("Rate from -5 to 5.", (-5, 5)),
+        ("between 0 and 1000000", (0, 1_000_000)),
+        ("nothing stated", None),
+        ("on a scale of 1 to " + "1" + "0" * 400, "beyond |x| <= 1,000,000"),
+        ("on a scale of 1 to " + "7" * 5000, "5005 characters"),
+        ("on a scale of 1 to 10^400", "'10^400'"),
+        ("on a scale of 1 to 1e400", "'1e400'"),
+        ("between 0 and 2000000", "beyond"),
+        ("on a scale of 5 to 1", "not a range from a low to a higher number"),
+        ("on a scale of 1 to 1", "not a range from a low to a higher number"),
+        ("on a scale of 1.5 to 10", "not a range of integers"),
+    ],
+)
+def test_the_scale_parser_is_bounded_and_ordered(text, want):
+    if isinstance(want, str):
+        with pytest.raises(stated.ScaleError, match="the scale") as e:
+            stated.stated_range(text, None)
+        assert want in str(e.value) and len(str(e.value)) < 300  # names the scale, never echoes 5,000 digits
+    else:
+        got = stated.stated_range(text, None)
+        assert (got.lo, got.hi) == want if want else got is None
+
+
+def test_offered_values_are_bounded():
+    assert stated.choices('rate it with either 0, 0.5 or 1 in this format: "[[rating]]"') == [0, 0.5, 1]
+    assert stated.choices("no values here") is None
+    for bad in ("with either -" + "1" + "0" * 400 + " or 5", "with either 1, 1 or 2", "with either 1e9 or 2"):
+        with pytest.raises(stated.ScaleError, match="values offered"):
+            stated.choices(bad)
+    assert stated.item_range("is it right (1-10)") == stated.Scale(1, 10, "(1-10)")
+    with pytest.raises(stated.ScaleError):
+        stated.item_range("(1-" + "1" + "0" * 400 + ")")
