@@ -86,6 +86,9 @@ def test_the_first_page_has_the_leaderboard_the_report_and_the_audit(files):
     (index,) = load_js(files["data/index.js"], "JV.index")
     titles = [s["title"] for s in index["summary"]["sections"]]
     assert titles[1] == "Leaderboard" and any(t.startswith("Agreement with humans") for t in titles)
+    # Each board's caption says what it is ranked by (the all-tasks board may follow PPI, a task's the judge).
+    board_tables = index["summary"]["sections"][1]["tables"]
+    assert board_tables and all(": ranked by the " in t["caption"] for t in board_tables)
     assert any(t.startswith("Audit") for t in titles)
     plots = [p["src"] for s in index["summary"]["sections"] for p in s.get("plots", [])]
     assert "plots/leaderboard.png" in plots and "plots/audit.png" in plots

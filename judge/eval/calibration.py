@@ -27,9 +27,11 @@ Steps (:func:`fit_calibration`):
    else the read-out is kept (``none``): on a few labels, a lower NLL by chance does not carry over. A map is refused when
    its fit on the whole fit part **hits its bounds** (a temperature at the end of the search range) or
    **flattens the scores** (the calibrated scores' standard deviation below :data:`COLLAPSE` of the raw
-   ones'): under ``auto`` it is no candidate, and ``method="temperature"`` or ``"isotonic"`` then stops
-   with an error that says so. The fold fits' spread (each fold's temperature, each fold's NLL change)
-   is reported beside the choice.
+   ones'): under ``auto`` it is no candidate. A **forced** map (``method="temperature"`` or
+   ``"isotonic"``) is fitted and measured the same way, against the read-out's cross-validated NLL: one that
+   is refused, or whose held-out NLL is not below the read-out's, stops with an error that gives both NLLs,
+   unless ``force`` (``--force-method``) keeps it, with the warning stored in the choice and printed. The
+   fold fits' spread (each fold's temperature, each fold's NLL change) is reported beside the choice.
 4. **Conformal intervals**, Mondrian by criterion: each criterion with at least ``min_conformal``
    conformal items (and enough for the level) gets its own halfwidth, from its own residuals
    ``|human - calibrated|``; the others share the pooled group's. The halfwidth is the
@@ -296,6 +298,7 @@ def _choose(
     values: Sequence[int],
     folds: int,
     seed: int,
+    force: bool = False,
 ) -> tuple[CriterionCalibration, dict[str, Any], dict[Method, CriterionCalibration]]:
     """The map of one key (a criterion, or ``*``), what the choice saw, and both maps' full fits."""
     fits: dict[Method, CriterionCalibration] = {m: _fit_map(m, items, values) for m in METHODS}
@@ -304,12 +307,24 @@ def _choose(
     info: dict[str, Any] = {"n_fit": len(items), "refused": refused, **(cv or {"folds": 0})}
     where = "the pooled map" if key == POOLED else f"criterion {key!r}"
     if method in METHODS:
-        if method in refused:
+        # A forced map answers to the same evidence as auto's: refused, or no better than the read-out on
+        # held-out labels, it is an error unless `force` keeps it (with the warning printed and stored).
+        worse = None
+        if cv is not None and not cv["nll"][method] < cv["nll"]["none"]:
+            worse = (
+                f"its cross-validated NLL of the annotators' ratings is {cv['nll'][method]:.4f}, not below the "
+                f"read-out's {cv['nll']['none']:.4f}"
+            )
+        problem = "; ".join(p for p in (refused.get(method), worse) if p)
+        if problem and not force:
             raise JudgeError(
-                f"{method} calibration of {where} refused: {refused[method]}. Use `method` auto (it chooses per "
-                "criterion by held-out NLL, or keeps the read-out) or fit on more labels"
+                f"{method} calibration of {where} refused: {problem}. Use `method` auto (it chooses per "
+                "criterion by held-out NLL, or keeps the read-out), fit on more labels, or give `force_method` "
+                "to keep it anyway"
             )
         info.update(method=method, reason="asked for")
+        if problem:
+            info["warning"] = f"{method} kept by force_method although {problem}"
         return fits[method], info, fits
     if method == "none":
         info.update(method="none", reason="asked for")
@@ -355,6 +370,7 @@ def fit_calibration(
     min_conformal: int = 20,
     folds: int = FOLDS,
     seed: int = 0,
+    force: bool = False,
     human_files: Sequence[dict[str, str]] = (),
     scores_file: str | None = None,
 ) -> Calibration:
@@ -380,7 +396,7 @@ def fit_calibration(
     choice: dict[str, dict[str, Any]] = {}
     fits: dict[str, dict[Method, CriterionCalibration]] = {}
     for key, items in [*((c, fit_by[c]) for c in own), (POOLED, fit)]:
-        chosen[key], choice[key], fits[key] = _choose(method, key, items, values, folds, seed)
+        chosen[key], choice[key], fits[key] = _choose(method, key, items, values, folds, seed, force)
 
     def map_key(s: LabelledScore) -> str:
         return s.criterion if s.criterion in own else POOLED

@@ -72,6 +72,8 @@ def format_calibration(cal: Calibration) -> str:
             )
             for m, why in (c.get("refused") or {}).items():
                 notes.append(f"  {key}: {m} refused: {why}")
+            if c.get("warning"):
+                notes.append(f"  {key}: WARNING: {c['warning']}")
             if c.get("method") == "none" and cal.method == "auto":
                 notes.append(f"  {key}: the read-out is kept: {c.get('reason')}")
         lines += [

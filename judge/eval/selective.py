@@ -46,6 +46,7 @@ from judge.models.preference import preference
 from judge.models.selective import (
     PAIRWISE_RANGE,
     POINTWISE_CONFIDENCE,
+    SLACK,
     Selective,
     SelectiveRule,
     pair_confidence,
@@ -80,8 +81,9 @@ def fixed_sequence_threshold(
     order = np.argsort(-c, kind="stable")
     c_desc, errors = c[order], np.concatenate([[0], np.cumsum(wrong[order])])
     lams = np.asarray(sorted(grid, reverse=True), dtype=float)
-    # n(lambda): the items with confidence >= lambda (1e-12 slack), k(lambda) their disagreements.
-    n = np.searchsorted(-c_desc, -(lams - 1e-12), side="right")
+    # n(lambda): the items whose confidence meets lambda (judge.models.selective.meets: the comparison
+    # scoring marks them by, SLACK included), k(lambda) their disagreements.
+    n = np.searchsorted(-c_desc, -(lams - SLACK), side="right")
     k = errors[n]
     least = min(max(min_testable(alpha, delta), start), c.size)
     tested = n >= max(least, 1)

@@ -85,6 +85,7 @@ def calibrate_judge(cfg: CalibrateConfig) -> CalibrateResult:
         min_items=cfg.min_items,
         min_conformal=cfg.min_conformal,
         seed=cfg.seed,
+        force=cfg.force_method,
         human_files=[{"path": h, "sha256": file_sha256(h)} for h in human],
         scores_file=str(scores),
     )

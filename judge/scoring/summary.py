@@ -474,7 +474,7 @@ def render_console(summary: dict[str, Any]) -> str:
             header, rows = lbf.board_table(board)
             parts += [
                 "",
-                f"leaderboard, {lbf.board_title(board)}:",
+                f"leaderboard, {lbf.board_title(board)}, ranked by {lbf.ranked_by(board)}:",
                 text_table(header, [[cell(x) for x in r] for r in rows]),
             ]
     overall = [r for r in summary.get("metrics") or [] if r["level"] == "overall" and r["mode"] != "judge"]

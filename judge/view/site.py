@@ -232,14 +232,16 @@ def _summary(view: ViewData, plots: list[tuple[str, str, Path]]) -> dict[str, An
     sections: list[dict[str, Any]] = [
         {"title": f"Run {view.run_dir}", "tables": [{"columns": ["", ""], "rows": facts}]}
     ]
-    from judge.scoring.leaderboard_files import board_table, board_title
+    from judge.scoring.leaderboard_files import board_table, board_title, ranked_by
 
     boards = ((view.summary or {}).get("leaderboard") or {}).get("boards") or []
     if boards:
         tables = []
         for board in boards:
             cols, body = board_table(board)
-            tables.append({"caption": board_title(board), "columns": cols, "rows": body})
+            # The caption says what the board is ranked by: the all-tasks board may follow PPI, a task's the judge.
+            caption = f"{board_title(board)}: ranked by {ranked_by(board)}"
+            tables.append({"caption": caption, "columns": cols, "rows": body})
         sections.append(
             {
                 "title": "Leaderboard",
