@@ -219,6 +219,11 @@ class CalibrateConfig(Settings):
         "written beside the calibration (selective.json) and named in the card: scores are then marked "
         "trusted or escalated",
     )
+    plan: bool = Field(
+        False,
+        description="with --selective: print how many labelled items a promise of `agreement` needs at the "
+        "agreement this judge shows on the held-out items, and write nothing",
+    )
     agreement: float = Field(
         0.9,
         gt=0,

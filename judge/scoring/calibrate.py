@@ -52,6 +52,10 @@ def calibrate_judge(cfg: CalibrateConfig) -> CalibrateResult:
     from judge.eval.matching import human_items, load_score_file, match_scorer, split_by_metric
     from judge.eval.report import load_human
 
+    if cfg.plan and not cfg.selective:
+        raise ConfigError(
+            "`plan` (--plan) plans selective evaluation: give it with `selective` (--selective)"
+        )
     spec = resolve_judge(cfg.judge, calibration=False)  # the card's rubric, its hash checked
     card = spec.card
     if card is None:
@@ -112,6 +116,8 @@ def calibrate_judge(cfg: CalibrateConfig) -> CalibrateResult:
             tolerance=cfg.tolerance,
             confidence=cfg.confidence,
         )
+    if cfg.plan:  # a plan writes nothing: the judge folder keeps its calibration and thresholds
+        return CalibrateResult(cal, None, scores, None, sel, None)
     reliability = write_reliability(out / RELIABILITY, cal, labelled)
     path = write_calibration(cfg.judge, cal)
     card = read_card(cfg.judge)
