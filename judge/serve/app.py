@@ -43,6 +43,7 @@ from judge.serve.body import (
     parse_json,
     structure_budget,
 )
+from judge.serve.image_places import CHAT, REWARD, SCORE, misplaced_long_string, misplaced_message
 from judge.serve.metrics import CONTENT_TYPE
 from judge.serve.openapi import ScoreRequest, components, request_body
 from judge.serve.reward import PER_QUERY, RewardRequest
@@ -56,6 +57,10 @@ B = TypeVar("B", bound=BaseModel)
 PUBLIC_ROUTES = {"/health"}
 #: OpenRLHF's remote reward model path, and the same under /v1/.
 REWARD_ROUTES = ("/get_reward", "/v1/reward")
+#: The routes that read images, by their kind of image places (:mod:`judge.serve.image_places`).
+IMAGE_ROUTES = {"/v1/chat/completions": CHAT, "/v1/score": SCORE}
+#: Set in the scope by the Guard when the byte guard spared a long ``data:`` string: the string bound.
+SPARED_DATA_URLS = "judge.spared_data_urls"
 TIMEOUT_HEADER = "x-request-timeout"
 #: What the request counter records for a client that hung up before it was answered (nginx's code).
 CLIENT_CLOSED = 499
@@ -346,6 +351,8 @@ class Guard:
                     await error(413, strings.refusal(), code="string_too_long")(scope, receive, sending)
                     return
                 more = message.get("more_body", False)
+            if strings is not None and strings.spared:  # the route checks where those strings are
+                scope[SPARED_DATA_URLS] = string_limit
             body: bytes | None = b"".join(chunks)
 
             async def replay():
@@ -443,6 +450,13 @@ async def _json_body(request: Request, per_query: Sequence[str] = ()) -> dict[st
         return error(e.status, str(e), param=e.param, code=e.code)
     if not isinstance(body, dict):
         return error(422, f"the request body must be a JSON object (got {type(body).__name__})")
+    limit = request.scope.get(SPARED_DATA_URLS)
+    if limit is not None:  # a long data: string got past the byte guard: only an image place may hold it
+        path = request.scope["path"]
+        kind = IMAGE_ROUTES.get(path, REWARD if path in REWARD_ROUTES else None)
+        field = await run_in_threadpool(misplaced_long_string, body, kind, limit)
+        if field is not None:
+            return error(413, misplaced_message(field, limit), param=field, code="string_too_long")
     if may_hold_surrogates(raw):
         checked = {k: v for k, v in body.items() if k not in per_query}
         bad = await run_in_threadpool(find_lone_surrogate, checked)
