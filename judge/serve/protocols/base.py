@@ -120,7 +120,12 @@ class Fields:
 
 
 def fields(
-    prompt: Prompt, forward: Sequence[str], backward: Sequence[str] = (), *, end: str | None = None
+    prompt: Prompt,
+    forward: Sequence[str],
+    backward: Sequence[str] = (),
+    *,
+    end: str | None = None,
+    free_response: bool = False,
 ) -> Fields:
     """Split the user text at a template's fixed markers (plain strings; linear time, no pattern).
 
@@ -132,7 +137,13 @@ def fields(
     the two placements differ, a slot quotes its own template's separators (a response A that writes
     "end A, start B" and text after it, a question quoting the next field's heading) and the fields could
     be read more than one way: that is refused, naming the marker, rather than guessed. So no slot can
-    shift another slot's boundary. Raises :class:`ProtocolError` naming a missing or repeated marker."""
+    shift another slot's boundary. Raises :class:`ProtocolError` naming a missing or repeated marker.
+
+    ``free_response`` (the single-response templates): the evaluated response, the slot after the last
+    forward marker, may hold any text, its own template's markers included, and is never refused for it,
+    so a model under evaluation cannot make its own grading fail. Its opening marker is taken at its first
+    placement and the markers after it (``backward``, ``end``) at their last, so the response stays whole;
+    the markers before it must still split the text before that opening one way only."""
     text = prompt.text
     marks = [*forward, *backward]
     first = text.find(marks[0])
@@ -156,7 +167,22 @@ def fields(
         limit = text.rfind(marker, low, limit)  # exists: the early placement is one
         late.append(limit)
     late = [first, *late[::-1]]
-    for k, (a, b) in enumerate(zip(early, late, strict=True)):
+    checked = len(marks)
+    if free_response:
+        opening = len(forward) - 1  # the response's opening marker: its first placement
+        checked = opening
+        limit = early[opening]
+        late_before: list[int] = []
+        for marker in reversed(marks[1:opening]):
+            limit = text.rfind(marker, low, limit)
+            late_before.append(limit)
+        late[:opening] = [first, *late_before[::-1]]
+        # After the response: the last placements, in order, none inside the text before its opening.
+        for k in range(opening + 1, len(marks)):
+            early[k] = late[k]
+            if early[k] < early[k - 1] + len(marks[k - 1]):
+                raise ProtocolError(f"the prompt has no {_shown(marks[k])} where its template puts one")
+    for k, (a, b) in enumerate(zip(early[:checked], late[:checked], strict=True)):
         if a != b:
             raise ProtocolError(
                 f"its {_shown(marks[k])} appears more than once where its template puts one, so its fields "

@@ -61,7 +61,7 @@ class Single(Protocol):
     def extract(self, prompt: Prompt, rubric: Rubric) -> Task:
         with_ref = _with_reference(prompt, "[Question]\n", _ANSWER)
         markers = ["[Question]\n", _REF_START + "\n", _REF_END] if with_ref else ["[Question]\n"]
-        spans = fields(prompt, [*markers, _ANSWER + "\n"], end=_ANSWER_END).spans
+        spans = fields(prompt, [*markers, _ANSWER + "\n"], end=_ANSWER_END, free_response=True).spans
         # The scale and the offered values are read in the instructions only, bounded and ordered.
         said = _instructions(prompt, "[Question]\n")
         offered = stated.offered(said)
