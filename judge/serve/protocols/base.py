@@ -120,43 +120,78 @@ class Fields:
 
 
 def fields(
-    prompt: Prompt, forward: Sequence[str], backward: Sequence[str] = (), *, end: str | None = None
+    prompt: Prompt,
+    forward: Sequence[str],
+    backward: Sequence[str] = (),
+    *,
+    end: str | None = None,
+    free_response: bool = False,
 ) -> Fields:
     """Split the user text at a template's fixed markers (plain strings; linear time, no pattern).
 
-    ``forward`` markers are found in order from the start, each the first after the previous: they open
-    the fields up to the evaluated response's slot (the last of them). ``end`` (the template's closing
-    marker) and the ``backward`` markers (those after the response, in template order) are found from the
-    end, each the last before the one after it. So whatever the response holds, its own tool's markers
-    included, stays in the response: it can neither end itself early nor become the reference or the
-    criterion. Raises :class:`ProtocolError` naming a missing marker."""
+    The markers, ``forward`` then ``backward`` (in template order; the names say where the evaluated
+    response's slot lies: after the last forward marker), must split the text one way only. The first
+    marker is the first in the text (only the template's fixed head precedes it) and ``end`` (the
+    template's closing marker, after which no slot follows) the last; each marker between them is placed
+    both as early as the text allows (``find`` from the start) and as late (``rfind`` from the end). Where
+    the two placements differ, a slot quotes its own template's separators (a response A that writes
+    "end A, start B" and text after it, a question quoting the next field's heading) and the fields could
+    be read more than one way: that is refused, naming the marker, rather than guessed. So no slot can
+    shift another slot's boundary. Raises :class:`ProtocolError` naming a missing or repeated marker.
+
+    ``free_response`` (the single-response templates): the evaluated response, the slot after the last
+    forward marker, may hold any text, its own template's markers included, and is never refused for it,
+    so a model under evaluation cannot make its own grading fail. Its opening marker is taken at its first
+    placement and the markers after it (``backward``, ``end``) at their last, so the response stays whole;
+    the markers before it must still split the text before that opening one way only."""
     text = prompt.text
-    opens: list[tuple[int, int]] = []  # (marker start, field start)
-    pos = 0
-    for marker in forward:
-        i = text.find(marker, pos)
-        if i < 0:
-            raise ProtocolError(f"the prompt has no {_shown(marker)} where its template puts one")
-        opens.append((i, i + len(marker)))
-        pos = i + len(marker)
-    floor = pos
+    marks = [*forward, *backward]
+    first = text.find(marks[0])
+    if first < 0:
+        raise ProtocolError(f"the prompt has no {_shown(marks[0])} where its template puts one")
+    low = first + len(marks[0])
     stop = len(text)
     if end is not None:
-        stop = text.rfind(end, floor)
+        stop = text.rfind(end, low)
         if stop < 0:
             raise ProtocolError(f"the prompt has no {_shown(end)} where its template puts one")
-    closes: list[tuple[int, int]] = []
-    limit = stop
-    for marker in reversed(backward):
-        i = text.rfind(marker, floor, limit)
+    early = [first]
+    for prev, marker in zip(marks, marks[1:], strict=False):
+        i = text.find(marker, early[-1] + len(prev), stop)
         if i < 0:
             raise ProtocolError(f"the prompt has no {_shown(marker)} where its template puts one")
-        closes.append((i, i + len(marker)))
-        limit = i
-    marks = opens + closes[::-1]
-    spans = [(a_end, b_start) for (_, a_end), (b_start, _) in zip(marks, marks[1:], strict=False)]
-    spans.append((marks[-1][1], stop))
-    return Fields(spans, text[: marks[0][0]], text[stop:])
+        early.append(i)
+    late: list[int] = []
+    limit = stop
+    for marker in reversed(marks[1:]):
+        limit = text.rfind(marker, low, limit)  # exists: the early placement is one
+        late.append(limit)
+    late = [first, *late[::-1]]
+    checked = len(marks)
+    if free_response:
+        opening = len(forward) - 1  # the response's opening marker: its first placement
+        checked = opening
+        limit = early[opening]
+        late_before: list[int] = []
+        for marker in reversed(marks[1:opening]):
+            limit = text.rfind(marker, low, limit)
+            late_before.append(limit)
+        late[:opening] = [first, *late_before[::-1]]
+        # After the response: the last placements, in order, none inside the text before its opening.
+        for k in range(opening + 1, len(marks)):
+            early[k] = late[k]
+            if early[k] < early[k - 1] + len(marks[k - 1]):
+                raise ProtocolError(f"the prompt has no {_shown(marks[k])} where its template puts one")
+    for k, (a, b) in enumerate(zip(early[:checked], late[:checked], strict=True)):
+        if a != b:
+            raise ProtocolError(
+                f"its {_shown(marks[k])} appears more than once where its template puts one, so its fields "
+                "could be read more than one way (a slot quotes the template's own markers)"
+            )
+    ends = [i + len(m) for i, m in zip(early, marks, strict=True)]
+    spans = [(ends[k], early[k + 1]) for k in range(len(marks) - 1)]
+    spans.append((ends[-1], stop))
+    return Fields(spans, text[:first], text[stop:])
 
 
 def _shown(marker: str) -> str:

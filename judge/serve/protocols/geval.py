@@ -68,7 +68,7 @@ def _test_case(prompt: Prompt, strict: bool) -> tuple[dict[str, Content], Fields
         raise ProtocolError("the test case has no 'Actual Output:' (add ACTUAL_OUTPUT to evaluation_params)")
     cut = names.index("Actual Output") + 1
     heads = [f"\n{n}:\n" for n in names]
-    f = fields(prompt, [_STEPS, *heads[:cut]], heads[cut:], end=end)
+    f = fields(prompt, [_STEPS, *heads[:cut]], heads[cut:], end=end, free_response=True)
     spans = list(f.spans)
     if strict:  # the strict template closes the test case with a "**" line
         spans[-1] = trim_rule(t, spans[-1], "*", least=2)

@@ -69,7 +69,7 @@ class ModelGradedQA(Protocol):
 
     def extract(self, prompt: Prompt, rubric: Rubric) -> Task:
         # The submission (what is graded) is found from the start, the criterion after it from the end.
-        f = fields(prompt, ["[Task]:", "[Submission]:"], ["[Criterion]:"], end=_END)
+        f = fields(prompt, ["[Task]:", "[Submission]:"], ["[Criterion]:"], end=_END, free_response=True)
         spans = _spans(prompt, f)
         criterion = prompt.content(*spans[2])
         return Task(
@@ -93,7 +93,7 @@ class ModelGradedFact(ModelGradedQA):
         return _anchor(prompt, "[Question]:", ("[Expert]:", "[Submission]:"))
 
     def extract(self, prompt: Prompt, rubric: Rubric) -> Task:
-        f = fields(prompt, ["[Question]:", "[Expert]:", "[Submission]:"], end=_END)
+        f = fields(prompt, ["[Question]:", "[Expert]:", "[Submission]:"], end=_END, free_response=True)
         spans = _spans(prompt, f)
         return Task(
             mode="point",

@@ -58,7 +58,7 @@ class Binary(Protocol):
         return start, end + len(self._END)
 
     def extract(self, prompt: Prompt, rubric: Rubric) -> Task:
-        f = fields(prompt, self._FIELDS, end=self._END)
+        f = fields(prompt, self._FIELDS, end=self._END, free_response=True)
         m = self._OUTPUT.search(f.head)  # the tokens are stated in the template's head, before the data
         if m is None:
             raise ProtocolError("the prompt does not say which tokens mean correct and incorrect")
@@ -149,7 +149,9 @@ class WithRubric(Protocol):
     def extract(self, prompt: Prompt, rubric: Rubric) -> Task:
         # The response is found from the start, the rubric after it from the end: a response that writes
         # "Rubric:" lines stays the response.
-        spans = fields(prompt, ["Question: ", "\n\nResponse: "], ["\n\nRubric:\n"], end=self._END).spans
+        spans = fields(
+            prompt, ["Question: ", "\n\nResponse: "], ["\n\nRubric:\n"], end=self._END, free_response=True
+        ).spans
         items: dict[str, str] = {}
         for line in prompt.text[slice(*spans[2])].splitlines():
             key, sep, desc = line.removeprefix("- ").partition(": ")

@@ -61,21 +61,37 @@ class Single(Protocol):
     def extract(self, prompt: Prompt, rubric: Rubric) -> Task:
         with_ref = _with_reference(prompt, "[Question]\n", _ANSWER)
         markers = ["[Question]\n", _REF_START + "\n", _REF_END] if with_ref else ["[Question]\n"]
-        spans = fields(prompt, [*markers, _ANSWER + "\n"], end=_ANSWER_END).spans
+        spans = fields(prompt, [*markers, _ANSWER + "\n"], end=_ANSWER_END, free_response=True).spans
         # The scale and the offered values are read in the instructions only, bounded and ordered.
         said = _instructions(prompt, "[Question]\n")
-        choices = stated.choices(said)
-        scale = stated.stated_range(said, stated.Scale(1, 10)) if choices is None else None
+        offered = stated.offered(said)
+        scale = stated.stated_range(said, stated.Scale(1, 10)) if offered is None else None
+        # FastChat reads the rating with \[\[(\d+\.?\d*)\]\]: no sign, so no negative value can be answered.
+        if (scale is not None and scale.lo < 0) or any(v < 0 for v, _ in offered or ()):
+            where = f"the scale {scale.stated!r}" if scale else "the values offered"
+            raise stated.ScaleError(f"{where} has negative values, which MT-Bench's [[rating]] cannot hold")
+        choices = [v for v, _ in offered] if offered else None
         return Task(
             mode="point",
             question=prompt.content(*spans[0]) + prompt.images_outside(spans),
             responses=[prompt.content(*spans[-1])],
             reference=prompt.content(*spans[1]) if with_ref else None,
-            options={"range": (scale.lo, scale.hi) if scale else None, "choices": choices},
+            options={
+                "range": (scale.lo, scale.hi) if scale else None,
+                "choices": choices,
+                "tokens": [t for _, t in offered] if offered else None,
+            },
         )
 
     def render(self, task: Task, outcome: Outcome, note: str) -> str:
-        return f"{note}\n\nRating: [[{self.value(task, outcome):g}]]"
+        # An offered value is written back as the prompt wrote it, an integer with str(): never ":g"'s
+        # rounding (2.34568 for 2.3456789) or exponent (2e-05, 1e+06), which FastChat's pattern cannot read.
+        value = self.value(task, outcome)
+        if task.options["choices"]:
+            shown = task.options["tokens"][task.options["choices"].index(value)]
+        else:
+            shown = str(int(value))
+        return f"{note}\n\nRating: [[{shown}]]"
 
     def value(self, task: Task, outcome: Outcome) -> float:
         reading = outcome.readings[0]

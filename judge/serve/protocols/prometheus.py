@@ -61,6 +61,7 @@ class PrometheusAbsolute(Protocol):
             ["###The instruction to evaluate:\n", "###Response to evaluate:\n"],
             [*after, "###Score Rubrics:\n"],
             end=_TAIL,
+            free_response=True,
         )
         spans = f.spans
         question = prompt.content(*spans[0]) + prompt.images_outside(spans)

@@ -98,6 +98,13 @@ def integer_range(text: str, default: Scale) -> Scale:
 def choices(text: str, phrase: str = "with either ") -> list[float] | None:
     """The values offered after ``phrase`` ("with either 0, 0.5 or 1"), in order, or None when the text
     offers none. Raises :class:`ScaleError` for values out of bounds, repeated or too many."""
+    found = offered(text, phrase)
+    return None if found is None else [v for v, _ in found]
+
+
+def offered(text: str, phrase: str = "with either ") -> list[tuple[float, str]] | None:
+    """:func:`choices` with each value's token as the prompt wrote it (``"2.3456789"``): an answer writes the
+    token back, never a reformatted number the prompt did not offer."""
     start = text.find(phrase)
     if start < 0:
         return None
@@ -120,7 +127,7 @@ def choices(text: str, phrase: str = "with either ") -> list[float] | None:
     values = [number(t, where) for t in tokens]
     if len(set(values)) < len(values):
         raise ScaleError(f"{where} repeat a value")
-    return values
+    return list(zip(values, tokens, strict=True))
 
 
 __all__ = [
@@ -133,5 +140,6 @@ __all__ = [
     "integer_range",
     "item_range",
     "number",
+    "offered",
     "stated_range",
 ]
