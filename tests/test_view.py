@@ -82,12 +82,14 @@ def test_an_item_page_has_its_content_in_order_its_scores_humans_and_audit(view,
     assert any(seg["type"] == "image" for seg in blank["response"])
 
 
-def test_the_first_page_has_the_leaderboard_the_report_and_the_audit(files):
+def test_the_first_page_has_the_verdicts_the_leaderboard_the_report_and_the_audit(files):
     (index,) = load_js(files["data/index.js"], "JV.index")
     titles = [s["title"] for s in index["summary"]["sections"]]
-    assert titles[1] == "Leaderboard" and any(t.startswith("Agreement with humans") for t in titles)
+    # The verdicts first (tests/test_verdict.py: what they say), then the run and its leaderboard.
+    assert titles[:3] == ["Verdict", f"Run {index['title'].removeprefix('judge-view: ')}", "Leaderboard"]
+    assert any(t.startswith("Agreement with humans") for t in titles)
     # Each board's caption says what it is ranked by (the all-tasks board may follow PPI, a task's the judge).
-    board_tables = index["summary"]["sections"][1]["tables"]
+    board_tables = index["summary"]["sections"][titles.index("Leaderboard")]["tables"]
     assert board_tables and all(": ranked by the " in t["caption"] for t in board_tables)
     assert any(t.startswith("Audit") for t in titles)
     plots = [p["src"] for s in index["summary"]["sections"] for p in s.get("plots", [])]
