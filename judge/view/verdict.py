@@ -409,8 +409,8 @@ def selective_verdict(files: RunFiles, scorer: str | None, criterion: str = OVER
                 )
             details.append(f"{kind}: {why}" + (f" ({'; '.join(reasons)})" if reasons else ""))
             details.append(
-                f"  what to do: fit on more labelled {unit} (judge-calibrate --human more labels), promise a "
-                "lower --agreement, or accept a larger --delta"
+                f"  what to do: fit on more labelled {unit} (judge-calibrate --selective --plan says how many), "
+                "promise a lower --agreement, or accept a larger --delta"
             )
             heads.append(f"{kind}: nothing trusted (no threshold passed)")
         else:
