@@ -105,10 +105,17 @@ def check_data_paths(data: DataConfig, config: str | Path | None = None) -> None
         missing.append(("data.image_root", data.image_root, "folder"))
     if not missing:
         return
-    lines = [
-        f"`{key}` {value}: {kind} not found" + ("" if Path(value).is_absolute() else f" (from {cwd})")
-        for key, value, kind in missing
-    ]
+
+    def found(value: str, kind: str) -> str:
+        # What is there instead: a folder where a file belongs (or the reverse) is named as such.
+        p = Path(value)
+        if kind == "file" and p.is_dir():
+            return "is a folder, not a file of records"
+        if kind == "folder" and p.exists():
+            return "is a file, not a folder"
+        return f"{kind} not found" + ("" if p.is_absolute() else f" (from {cwd})")
+
+    lines = [f"`{key}` {value}: {found(value, kind)}" for key, value, kind in missing]
     keys = list(dict.fromkeys(key for key, _, _ in missing))
     how = {
         "data.annotations": '--set data.annotations=PATH (or "[A.jsonl, B.jsonl]")',
