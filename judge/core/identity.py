@@ -12,7 +12,8 @@ A label record (an annotation record with human ``scores``) names its response i
 * **own ids**: a unique ``id`` per label record, with ``question_id`` (the prediction's id) and ``model``.
 
 :class:`LabelMatcher` tries ``(model, id)`` first, then ``(model, question_id)``; a label whose ``model`` is
-missing (``"unknown"``) matches an id scored for exactly one model. A label that matches two different
+missing (``"unknown"``) matches an id scored for exactly one model, and a score that names no model matches
+a label by id alone. A label that matches two different
 responses (by id and by question_id) is an error, not a guess. judge-report, ``judge-score --labels``,
 judge-view, judge-calibrate and the leaderboards all match through it, and say with :class:`LabelMatch` how
 many labels matched and which did not.
@@ -76,6 +77,10 @@ class LabelMatcher:
             return (model, rid)
         if model == NO_MODEL and len(models := self._models_of.get(rid, ())) == 1:
             return (next(iter(models)), rid)
+        if (NO_MODEL, rid) in self.scored:
+            # A score file that names no model (hand-made, or another tool's) is matched by id alone; two
+            # labels of one id (two models) on such a score are refused as two labels for one response.
+            return (NO_MODEL, rid)
         return None
 
     def match(self, labels: Iterable[LabelKey]) -> LabelMatch:
