@@ -149,12 +149,14 @@ class Judge:
         self,
         items: Iterable[PredictionRecord | AnnotationRecord | Mapping[str, Any]],
         *,
-        criteria: str | Sequence[str] = "all",
+        criteria: str | Sequence[str] | None = None,
         root: str | Path | None = None,
     ) -> list[ItemScores]:
         """Score items: one :class:`~judge.core.schema.ItemScores` per item, in the items' order, holding
-        the :class:`ScoreRecord` of each criterion of its task family (``overall`` last; ``criteria``:
-        ``"all"``, or the ids to score, e.g. ``"overall"``). ``result.score`` is the overall score,
+        the :class:`ScoreRecord` of each criterion scored (``overall`` last; ``criteria``: None, the criteria
+        the judge was trained on (its card's ``data.criteria``; every one when it does not say); ``"all"``,
+        every criterion of the item's family; or the ids to score, e.g. ``"overall"``; a criterion the judge
+        was not trained on is scored and its record says ``trained=False``). ``result.score`` is the overall score,
         ``result["text_quality"]`` a criterion's record; :meth:`score_records` gives the flat list.
 
         Dicts are validated like the lines of a prediction file (canonical or MMIE form; a dict with
@@ -169,15 +171,18 @@ class Judge:
         self,
         items: Iterable[PredictionRecord | AnnotationRecord | Mapping[str, Any]],
         *,
-        criteria: str | Sequence[str] = "all",
+        criteria: str | Sequence[str] | None = None,
         root: str | Path | None = None,
     ) -> list[ScoreRecord]:
         """:meth:`score`'s records as one flat list (one per item and criterion, in the items' order), the
         records ``judge-score`` writes to ``scores.jsonl``."""
         return self._score(self._records(items, root), criteria)
 
-    def _score(self, records: list[PredictionRecord], criteria: str | Sequence[str]) -> list[ScoreRecord]:
-        wanted = [select_criteria(self.rubric, r, criteria, i + 1) for i, r in enumerate(records)]
+    def _score(
+        self, records: list[PredictionRecord], criteria: str | Sequence[str] | None
+    ) -> list[ScoreRecord]:
+        trained = self.engine.trained
+        wanted = [select_criteria(self.rubric, r, criteria, i + 1, trained) for i, r in enumerate(records)]
         out = in_item_order(records, self.engine.score_records(records, criteria=wanted))
         unscorable = [r for r in out if r.score is None]
         if unscorable:

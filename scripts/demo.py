@@ -4,8 +4,9 @@ this; the steps are listed there and in README.md).
 Each step prints the command line it stands for (``$ judge-train --config demo --calibrate``: run alone, it
 does the same) and then what that command prints; each runs through the command's own ``main``, in this one
 process, so that torch and transformers are imported once (about 10 s a command on a 2-core CPU, a third of
-the demo when every command was its own process). The run ends with each step's wall time and the
-``judge-view`` command for it.
+the demo when every command was its own process). The run ends with each step's wall time, the
+``judge-view`` command for it and the verdict block (:mod:`judge.view.verdict`: read from the files the steps
+wrote).
 
     python scripts/demo.py [--quick | --steps N] [--seed N] [--out DIR]
 """
@@ -94,7 +95,9 @@ def main(argv: list[str] | None = None) -> int:
         flush=True,
     )
 
-    train = ["--config", "demo", "--calibrate"]
+    # Calibrated by the judge-calibrate --selective step below, not by judge-train --calibrate: that would fit
+    # the same calibration twice (the selective step refits it on the same labels) and print its tables twice.
+    train = ["--config", "demo"]
     if out != "runs/demo":
         train += ["--set", f"output_dir={out}"]
     if steps is not None:  # evaluated half-way and at the end, as demo.yaml does for its own steps
@@ -112,19 +115,17 @@ def main(argv: list[str] | None = None) -> int:
             "judge-data",
             ["validate", "annotations/demo/annotations.jsonl", "--rubric", "mmie"],
         ),
-        ("judge-train (then calibrated on the validation split)", "judge-train", train),
+        ("judge-train", "judge-train", train),
         (
             # The demo judge is promised 60% agreement with the annotators (a real judge would be asked 90%):
             # a judge this weak, held to more on the 36 held-out validation scores of 25 questions, escalates
             # everything. 60% shows the thresholds at work.
-            "judge-calibrate --selective: thresholds that keep 60% agreement with the annotators (with "
-            "probability 90%)",
+            "judge-calibrate --selective: calibrate on the validation split, then thresholds that keep 60% "
+            "agreement with the annotators (with probability 90%)",
             "judge-calibrate",
             [
                 "--judge",
                 f"{out}/judge",
-                "--scores",
-                f"{out}/judge/calibration/scores.jsonl",
                 "--selective",
                 "--agreement",
                 "0.6",
@@ -240,6 +241,17 @@ def main(argv: list[str] | None = None) -> int:
         "\n== Look at what the judge did: each test item beside its scores, the report's plots and the audit"
     )
     print(f"{view} {out}/score --report {out}/report --audit {out}/audit")
+    # The last screen: the verdicts, read from the files the steps wrote (judge-view's first page shows them too).
+    from judge.view.verdict import read_run_files, run_verdicts, verdict_block
+
+    files = read_run_files(
+        score=f"{out}/score",
+        report=f"{out}/report",
+        audit=f"{out}/audit",
+        judge=f"{out}/judge",
+        scorer="trained",
+    )
+    print("\n" + verdict_block(run_verdicts(files), files))
     return code or 0
 
 

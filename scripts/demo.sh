@@ -3,9 +3,9 @@
 #   1. validate the demo annotations against the MMIE rubric (summary, agreement, every problem);
 #   2. train the demo judge (judge/rubrics/demo.yaml: the tiny local model, trained fully): build the SFT data
 #      into runs/demo/data/, train the tiny InternVL model, validate against the annotators while it trains,
-#      write runs/demo/judge/; then calibrate it on the validation split (--calibrate: calibrated scores and
-#      90% conformal intervals), then fit selective evaluation on the same labels (judge-calibrate
-#      --selective: trusted or escalated);
+#      write runs/demo/judge/; then calibrate it on the validation split and fit selective evaluation on the
+#      same labels, in one judge-calibrate --selective (calibrated scores, 90% conformal intervals, trusted or
+#      escalated; its tables printed once);
 #   3. draw 20% of the test questions at random, every model's response to each, as the "labelled" ones
 #      (judge-data sample --by question: pairs of models then have labels on the same questions);
 #   4. score the held-out test split with the trained judge (calibrated, with the labels: judge-only,
@@ -16,7 +16,9 @@
 #   6. audit the trained judge (the overall score, what it was trained on): blank images, an off-topic
 #      response, unrelated text;
 #   7. recap the calibration, interval, selective-evaluation and PPI figures (report.json, summary.json),
-#      and print the judge-view command that shows the scored items.
+#      print the judge-view command that shows the scored items, and end with the verdict block: trained vs
+#      untrained vs CLIPScore against the annotators' ceiling, the audit's verdicts, what calibration chose
+#      and what selective evaluation trusted, read from the files above (judge/view/verdict.py).
 # Everything runs on the CPU, in one Python process (scripts/demo.py: each step prints the command it stands
 # for); nothing is downloaded. How long it takes: printed at the start, and README.md.
 #

@@ -424,3 +424,17 @@ def test_judge_calibrate_selective_writes_the_thresholds_and_a_recalibration_dro
     assert calibrate_main(args) == 0
     assert read_card(judge_dir).calibration is not None and read_card(judge_dir).selective is None
     assert not (judge_dir / "selective.json").exists()
+
+
+def test_judge_calibrate_selective_plan_prints_the_plan_and_writes_nothing(
+    judge_dir, calibrated, small_demo, capsys
+):
+    before = {p.name: p.read_bytes() for p in judge_dir.iterdir() if p.is_file()}
+    scores = judge_dir / "calibration" / "scores.jsonl"
+    args = ["--judge", str(judge_dir), "--human", str(small_demo), "--scores", str(scores), "--min-items", "20",
+            "--no-progress", "--device", "cpu", "--selective", "--plan", "--agreement", "0.6"]  # fmt: skip
+    assert calibrate_main(args) == 0
+    printed = capsys.readouterr().out
+    assert "Plan for a promise of 60% agreement" in printed and "observed agreement" in printed
+    assert "nothing written" in printed
+    assert {p.name: p.read_bytes() for p in judge_dir.iterdir() if p.is_file()} == before

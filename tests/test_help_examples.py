@@ -11,6 +11,7 @@ running once it is ready (``judge-serve``: ``GET /ready``, its judge loaded); it
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -107,23 +108,65 @@ def workspace(tmp_path_factory):
     return ws, env, demo.stdout
 
 
+def _view_line(out: str) -> str:
+    """The judge-view command the demo prints (the line after its heading)."""
+    lines = out.splitlines()
+    return lines[lines.index(next(x for x in lines if x.startswith("== Look at what the judge did"))) + 1]
+
+
 def test_the_demo_prints_its_duration_how_to_shorten_it_and_the_view_command(workspace, tmp_path):
     """The demo says how long it will take and how to shorten it, shows the time left while it trains, prints
-    the command line of each step, and ends with a judge-view command that runs as printed."""
+    the command line of each step, and gives a judge-view command that runs as printed; the site it writes
+    opens with the verdicts, names the calibration by its method (not its fingerprint) and shows the
+    report's calibration, selective and PPI checks."""
     ws, env, out = workspace
     head = out.splitlines()[:3]
     assert "trains 4 steps and takes about" in head[0] and "--quick" in " ".join(head), head
     assert re.search(r"s so far, about .* left\]", out), "no time-left estimate while training"
-    for command in ("judge-train --config demo --calibrate", "judge-score ", "judge-report ", "judge-audit "):
+    for command in ("judge-train --config demo", "judge-calibrate --judge", "judge-score ", "judge-report ",
+                    "judge-audit "):  # fmt: skip
         assert f"\n$ {command}" in out, command
     assert "in all (" in out and "expected)" in out
-    last = out.strip().splitlines()[-1]
-    assert last.endswith(f"{ws}/runs/demo/score --report {ws}/runs/demo/report --audit {ws}/runs/demo/audit")
-    assert last.startswith(("judge-view ", "python3 -m judge.cli.view ")), last
+    view = _view_line(out)
+    assert view.endswith(f"{ws}/runs/demo/score --report {ws}/runs/demo/report --audit {ws}/runs/demo/audit")
+    assert view.startswith(("judge-view ", "python3 -m judge.cli.view ")), view
     site = tmp_path / "site"
-    got = _run(f"{last} --export {site}", ws, env)
+    got = _run(f"{view} --export {site}", ws, env)
     assert got.returncode == 0, got.stderr[-2000:]
     assert (site / "index.html").is_file()
+    text = (site / "data" / "index.js").read_text()
+    page = json.loads(text[len("JV.index(") : -3])["summary"]
+    titles = [s["title"] for s in page["sections"]]
+    assert titles[0] == "Verdict"
+    for check in ("Calibration on held-out items", "Selective evaluation on held-out items",
+                  "Prediction-powered inference check"):  # fmt: skip
+        assert any(t.startswith(check) for t in titles), (check, titles)
+    facts = dict(page["sections"][1]["tables"][0]["rows"])
+    fingerprint = json.loads((ws / "runs/demo/score/run.json").read_text())["identity"]["calibration"]
+    assert facts["calibration"].startswith("auto: ") and fingerprint not in text
+
+
+def test_the_demo_ends_with_its_verdict_read_from_its_files(workspace):
+    """The demo's last screen is the verdict block, built from the files its steps wrote (so another run's
+    files give another block); the calibration tables are printed once; the recap says its PPI run is its
+    own draw, not the leaderboard's labelled sample."""
+    from judge.view.verdict import read_run_files, run_verdicts, verdict_block
+
+    ws, _, out = workspace
+    demo = ws / "runs" / "demo"
+    files = read_run_files(score=demo / "score", report=demo / "report", audit=demo / "audit",
+                           judge=demo / "judge", scorer="trained")  # fmt: skip
+    verdicts = run_verdicts(files)
+    assert out.rstrip().endswith(verdict_block(verdicts, files))
+    assert [v.topic for v in verdicts] == ["Agreement", "Audit", "Calibration", "Selective evaluation"]
+    agreement = verdicts[0]
+    assert agreement.headline.startswith("trained: Spearman ") and "of the annotators' " in agreement.headline
+    for other in ("untrained", "clipscore"):
+        assert any(d.startswith(f"  trained - {other}: ") for d in agreement.details), other
+    for perturbation in ("blank-images", "off-topic", "unrelated-text"):
+        assert any(d.strip().startswith(perturbation) for d in verdicts[1].details), perturbation
+    assert out.count("Held-out comparison") == 1 and out.count("Choice of map") == 1
+    assert "its own random draw" in out and "not the labelled sample of the leaderboard's PPI column" in out
 
 
 def test_the_demo_refuses_a_bad_option_with_its_usage():

@@ -112,13 +112,13 @@ def test_means_ranks_and_win_rates_by_hand():
         "n_unscorable": 1,
     }
     assert [m["model"] for m in every["models"]] == ["b", "a", "c", "d"]
-    # A single ranked model: rank 1 for certain, no matrix.
+    # A single ranked model: rank 1 for certain, no matrix; one question gives no interval (not [3, 3]).
     pbl = by["PBL"]
     assert models(pbl)["a"] == {
         "rank": 1,
         "model": "a",
         "mean": 3.0,
-        "ci": [3.0, 3.0],
+        "ci": None,
         "rank_ci": [1, 1],
         "n": 1,
         "n_unscorable": 0,
@@ -276,7 +276,11 @@ def test_summary_files_hold_the_leaderboard_and_stale_ones_go(tmp_path):
     md = (tmp_path / "summary.md").read_text()
     section = md[md.index("## Leaderboard") :]
     assert "### mmie, task SA" in section and "| 2 | a | 3.667 [" in section
-    assert "| a | 0.50 (n=2) | - | 0.75 (n=2) |" in section
+    # The judge-only win rates print their intervals (and n), and each board says what ranks it.
+    sa_md = section[section.index("### mmie, task SA") :]
+    assert "Ranked by the judge-only mean." in sa_md
+    row_a = next(line for line in sa_md.splitlines() if line.startswith("| a | 0.50 ["))
+    assert row_a.count("] (n=2)") == 2 and "| - |" in row_a
     assert "No scored judge records, not ranked: mmie, task MSR (1 unscorable)." in section
     # Rewritten without judge scores: no leaderboard, and the earlier run's files are not left behind.
     metrics_only = [r for r in RECORDS if r["metric"] != "judge"]
@@ -323,7 +327,7 @@ def test_judge_score_writes_the_leaderboard_of_its_records(tmp_path, capsys):
     assert main(args) == 0
     printed = capsys.readouterr().out
     assert (
-        "leaderboard, mmie, all tasks:" in printed
+        "leaderboard, mmie, all tasks, ranked by the judge-only mean:" in printed
         and "leaderboard_png" in printed
         and "win_rates_csv" in printed
     )
@@ -360,9 +364,12 @@ def test_judge_score_writes_the_leaderboard_of_its_records(tmp_path, capsys):
         for m in board["models"]:
             assert m["mean"] == pytest.approx(judge_rows[(g, m["model"])], abs=1e-12)  # the summary's number
             assert m["rank"] == 1 + sum(v > means[m["model"]] for v in means.values())
-            assert m["ci"][0] <= m["mean"] <= m["ci"][1]
             row = by_csv[(g, m["model"])]
             assert (float(row["mean"]), int(row["rank"]), int(row["n"])) == (m["mean"], m["rank"], m["n"])
+            if m["ci"] is None:  # no interval only where the resamples cannot vary: one distinct score
+                assert len({v for k, v in mine.items() if k[2] == m["model"]}) == 1 and row["ci_low"] == ""
+                continue
+            assert m["ci"][0] < m["ci"][1] and m["ci"][0] <= m["mean"] <= m["ci"][1]
             assert [float(row["ci_low"]), float(row["ci_high"])] == m["ci"]
         for a in names:
             for b in names:

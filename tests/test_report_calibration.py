@@ -223,7 +223,10 @@ def test_ppi_check_intervals_cover_at_their_level_over_2000_draws():
     assert p.n_labelled == 12 and p.n_intervals == 3 * 2000
     assert abs(p.ppi_coverage - 0.95) <= 0.01, p.ppi_coverage
     assert abs(p.human_coverage - 0.95) <= 0.01, p.human_coverage
-    assert p.ppi_coverage_se == pytest.approx(np.sqrt(p.ppi_coverage * (1 - p.ppi_coverage) / 6000))
+    # The error over draws (a draw's three intervals share its labels: tests/test_ppi_check_se.py checks the
+    # formula): near the binomial figure of independent intervals, never below half of it.
+    binomial = np.sqrt(p.ppi_coverage * (1 - p.ppi_coverage) / 6000)
+    assert 0.5 * binomial <= p.ppi_coverage_se <= 3 * binomial
     assert p.ppi_mean_width < p.human_mean_width  # the scorer carries information
     # Win rates (with a pseudo-label at each end): at or above the level, never below it by more than the
     # Monte Carlo error; without them, 80 to 92% here.

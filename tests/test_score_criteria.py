@@ -125,3 +125,61 @@ def test_calibration_and_audit_follow_the_trained_criteria(tmp_path, rubric, sma
     audit = json.loads((out / "audit.json").read_text())
     assert {c["criterion"] for c in audit["cells"]} == {"overall"}
     assert {r["criterion"] for r in _scored(out)} == {"overall"}
+
+
+# ----------------------------------------------------------------------------- one rule on every path (issue 38)
+
+_ITEM = {"id": "a", "task": "SA", "question": [{"type": "text", "text": "Tell a story."}],
+         "response": [{"type": "text", "text": "Once upon a time."}]}  # fmt: skip
+
+
+def test_the_api_scores_the_trained_criteria_by_default_and_marks_the_others(overall_judge):
+    from judge import Judge
+
+    j = Judge.load(str(overall_judge), device="cpu")
+    (default,) = j.score([_ITEM])
+    assert list(default.criteria) == ["overall"] and default["overall"].trained is None
+    (asked,) = j.score([_ITEM], criteria=["text_quality", "overall"])
+    assert asked["text_quality"].trained is False and asked["text_quality"].status == "ok"
+    assert asked["overall"].trained is None and "trained" not in asked["overall"].model_dump()
+    assert asked["text_quality"].model_dump()["trained"] is False
+    (every,) = j.score([_ITEM], criteria="all")
+    assert {c for c, r in every.criteria.items() if r.trained is False} == set(every.criteria) - {"overall"}
+
+
+def test_v1_score_scores_the_trained_criteria_by_default_and_marks_the_others(overall_judge):
+    import httpx
+    from serving import serving_in_process
+
+    from judge.serve.config import ServeConfig
+    from judge.serve.service import JudgeService
+
+    service = JudgeService(ServeConfig(judge=str(overall_judge), max_wait_ms=0, allow_unauthenticated=True))
+    service.load()
+    try:
+        with serving_in_process(service) as url:
+            default = httpx.post(url + "/v1/score", json={"items": [_ITEM]}, timeout=120)
+            asked = httpx.post(
+                url + "/v1/score", json={"items": [_ITEM], "criteria": ["text_quality"]}, timeout=120
+            )
+    finally:
+        service.close()
+    assert default.status_code == 200, default.text
+    scores = default.json()["results"][0]["scores"]
+    assert list(scores) == ["overall"] and "trained" not in scores["overall"]
+    assert asked.status_code == 200, asked.text
+    tq = asked.json()["results"][0]["scores"]["text_quality"]
+    assert tq["status"] == "ok" and tq["trained"] is False
+
+
+def test_judge_score_marks_a_criterion_asked_for_by_name(overall_judge, small_demo, tmp_path, capsys):
+    out = tmp_path / "asked"
+    code = score_main([str(small_demo), "--judge", str(overall_judge), "--criteria", "text_quality",
+                       "--limit", "2", "--out", str(out), "--no-progress"])  # fmt: skip
+    assert code == 0, capsys.readouterr().err
+    assert "was not trained on text_quality" in capsys.readouterr().err
+    rows = _scored(out)
+    assert {r["criterion"]: r.get("trained") for r in rows if r["criterion"] == "text_quality"} == {
+        "text_quality": False
+    }
+    assert all("trained" not in r for r in rows if r["criterion"] == "overall")

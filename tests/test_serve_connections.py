@@ -117,7 +117,7 @@ def half_open(port: int, n: int) -> list[socket.socket]:
     socks = []
     for _ in range(n):
         s = socket.create_connection(("127.0.0.1", port), timeout=5)
-        s.sendall(b"POST /v1/score HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n")
+        s.sendall(b"POST /v1/score HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n")
         socks.append(s)
     return socks
 
@@ -150,7 +150,7 @@ def test_a_request_head_or_body_that_stalls_is_closed(server):
     (head,) = half_open(port, 1)
     body = socket.create_connection(("127.0.0.1", port), timeout=10)
     body.sendall(
-        b"POST /v1/score HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"
+        b"POST /v1/score HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"
     )
     t0 = time.monotonic()
     head.settimeout(10)
@@ -209,7 +209,7 @@ def test_a_client_that_hangs_up_mid_body_is_counted_499(server):
     port = int(server.url.rsplit(":", 1)[1])
     s = socket.create_connection(("127.0.0.1", port), timeout=5)
     s.sendall(
-        b"POST /v1/score HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 500\r\n\r\n{"
+        b"POST /v1/score HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 500\r\n\r\n{"
     )
     time.sleep(0.2)
     s.close()

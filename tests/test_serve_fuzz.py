@@ -8,6 +8,7 @@ It found that a chat message whose `role` was an object answered 500 (an unhasha
 from __future__ import annotations
 
 import json
+import time
 from collections import Counter, defaultdict
 
 import httpx
@@ -189,4 +190,60 @@ def test_a_poisoned_string_anywhere_is_a_4xx_or_its_querys_fallback(live, where,
             assert r.json()["extra_logs"]["judge_unscorable"][1] == 1.0
     elif lone:
         assert r.status_code == 422 and "surrogate" in r.json()["error"]["message"], r.text
+    assert "Traceback" not in live.output()
+
+
+# ----------------------------------------------------------------------------- the tools' grading prompts
+
+NUMBER = st.one_of(st.integers(-20, 20), st.integers(-(10**7), 10**7), st.integers(-(10**500), 10**500))
+SLOT = st.one_of(
+    TEXT,
+    st.integers(1, 50_000).map(lambda n: "\n" * n + "x"),
+    st.sampled_from(["markers", "every"]),
+    st.builds(lambda a, b: f"on a scale of {a} to {b}", NUMBER, NUMBER),
+)
+
+
+@pytest.mark.slow
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+@given(
+    name=st.sampled_from(["mt-bench-single", "deepeval-geval", "lmms-eval-comparative", "prometheus-absolute",
+                          "inspect-model-graded-qa", "lmms-eval-rubric"]),
+    lo=NUMBER, hi=NUMBER, question=SLOT, response=SLOT, logprobs=st.booleans(),
+)  # fmt: skip
+def test_a_tools_prompt_with_fuzzed_slots_and_scale(live, name, lo, hi, question, response, logprobs):
+    """Each tool's real template, its scale's numbers of any size and order and its slots fuzzed (text,
+    newline runs, every tool's markers, scale sentences): never a 5xx; a 200 only for a scale the parser
+    bounds (|x| <= 1e6, low < high), with its value inside it (the template's scale, whatever the slots
+    say); each answered within 30 s."""
+    from tool_templates import MT_SINGLE, build, markers
+
+    from judge.serve.protocols.stated import MAX_ABS
+
+    def slot(value: str) -> str:
+        return markers() if value == "every" else markers(name) if value == "markers" else value
+
+    messages = build(name, slot(question) or "Q?", slot(response) or "R.", "8")
+    stated = {"mt-bench-single": "1 to 10", "deepeval-geval": "between 0 and 10"}.get(name)
+    if stated:  # the scale the template states, fuzzed
+        said = "1 to 10" if stated == "1 to 10" else "between 0 and 10"
+        new = f"{lo} to {hi}" if stated == "1 to 10" else f"between {lo} and {hi}"
+        for m in messages:
+            m["content"] = m["content"].replace(MT_SINGLE, MT_SINGLE.replace(said, new)).replace(said, new)
+    t0 = time.perf_counter()
+    body = {
+        "model": "tiny",
+        "messages": messages,
+        "logprobs": logprobs,
+        "top_logprobs": 5 if logprobs else None,
+    }
+    r = httpx.post(live.url + "/v1/chat/completions", json=body, timeout=60)
+    took = time.perf_counter() - t0
+    seen[f"POST /v1/chat/completions (tool prompt {name})"][r.status_code] += 1
+    assert r.status_code < 500 and took < 30, (r.status_code, took, r.text[:300])
+    if r.status_code == 200 and stated and (r.json().get("judge") or {}).get("value") is not None:
+        assert -MAX_ABS <= lo < hi <= MAX_ABS and lo <= r.json()["judge"]["value"] <= hi, r.text[:300]
+    if r.status_code == 200 and name == "lmms-eval-comparative":
+        first = r.json()["choices"][0]["message"]["content"].splitlines()[0]
+        assert all(1 <= int(x) <= 10 for x in first.split()), first
     assert "Traceback" not in live.output()

@@ -4,20 +4,28 @@
 * a chat request refused without ``stream`` is refused the same way with it (status and body), before
   any event;
 * the ``data:`` exemption of the string bound holds only for image fields: a huge question, text part or
-  query that starts with ``data:`` is a 413 as fast as one that does not;
+  query that starts with ``data:`` is a 413 as fast as one that does not, and a long ``data:`` string
+  where the route reads no image (an unknown ``url``, a text part's ``image_url``) is a 413 naming it,
+  while a real image's data URL in each image place still scores;
 * a configured API key with whitespace around it is refused at start (no client could send it), and the
   key is compared exactly."""
 
 from __future__ import annotations
 
+import base64
+import io
 import json
+import random
+import struct
 import subprocess
 import sys
 import threading
 import time
+import zlib
 
 import httpx
 import pytest
+from PIL import Image
 from serving import REPO, running_server, server_env
 
 from judge.serve.body import default_string_limit
@@ -156,6 +164,73 @@ def test_the_data_exemption_holds_for_image_fields_only(server, route, body, is_
     r = httpx.post(server.url + route, json=body, timeout=120)
     refused_as_text = r.status_code == 413 and r.json()["error"]["code"] == "string_too_long"
     assert refused_as_text != is_image, (r.status_code, r.text[:300])
+
+
+def _fat_png_url(min_chars: int) -> str:
+    """A real 64x64 PNG, under the server's pixel limits, whose data URL is longer than ``min_chars``: a
+    private ancillary chunk (which decoders skip) carries the bulk."""
+    buf = io.BytesIO()
+    Image.frombytes("RGB", (64, 64), random.Random(0).randbytes(64 * 64 * 3)).save(buf, "PNG")
+    png, pad = buf.getvalue(), bytes(min_chars * 3 // 4)
+    chunk = struct.pack(">I", len(pad)) + b"prVt" + pad + struct.pack(">I", zlib.crc32(b"prVt" + pad))
+    fat = png[:-12] + chunk + png[-12:]  # before IEND
+    return "data:image/png;base64," + base64.b64encode(fat).decode()
+
+
+_HI = {"role": "user", "content": "hi"}
+_BIG = "data:" + "A" * 40_000_000
+
+
+@pytest.mark.parametrize(
+    "route, body, field",
+    [
+        ("/v1/chat/completions", {"model": MODEL, "url": _BIG, "messages": [_HI], "max_tokens": 2}, "url"),
+        (
+            "/v1/chat/completions",
+            {"model": MODEL, "max_tokens": 2, "messages": [
+                {"role": "user", "content": [{"type": "text", "text": "hi", "image_url": _BIG}]}]},
+            "messages[0].content[0].image_url",
+        ),
+        (  # the part's type after its value: the byte guard cannot tell, the parsed body can
+            "/v1/chat/completions",
+            {"model": MODEL, "max_tokens": 2, "messages": [
+                {"role": "user", "content": [{"image_url": {"url": _BIG}, "type": "text", "text": "hi"}]}]},
+            "messages[0].content[0].image_url.url",
+        ),
+        ("/v1/score", {"items": [{**ITEM, "meta": {"image": _BIG}}]}, "items[0].meta.image"),
+        ("/v1/score", {"items": [ITEM], "url": _BIG}, "url"),
+        ("/get_reward", {"query": ["q"], "image": _BIG}, "image"),
+    ],
+    ids=["chat-top-level-url", "chat-text-part-image_url", "chat-url-before-text-type", "score-meta-image",
+         "score-top-level-url", "reward-image-key"],
+)  # fmt: skip
+def test_a_long_data_string_outside_an_image_field_is_refused(server, route, body, field):
+    r, took = _timed_post(server.url + route, json.dumps(body).encode())
+    assert r.status_code == 413, (r.status_code, r.text[:300])
+    err = r.json()["error"]
+    assert err["code"] == "string_too_long" and err["param"] == field and f"`{field}`" in err["message"], err
+    assert took < 10, took
+
+
+@pytest.mark.parametrize(
+    "route, body",
+    [
+        ("/v1/chat/completions", {"model": MODEL, "max_tokens": 2, "messages": [
+            {"role": "user", "content": [{"image_url": {"url": "LONG"}, "type": "image_url"}, {"type": "text", "text": "hi"}]}]}),
+        ("/v1/chat/completions", {"model": MODEL, "max_tokens": 2, "messages": [
+            {"role": "user", "content": [{"type": "image_url", "image_url": "LONG"}, {"type": "text", "text": "hi"}]}]}),
+        ("/v1/score", {"items": [{**ITEM, "question": [{"type": "text", "text": "Look."}, {"type": "image", "image": "LONG"}]}]}),
+        ("/v1/score", {"items": [{"id": "SA_1", "question": [{"text": "Look.", "image": "LONG"}], "answer": "A cat."}]}),
+        ("/get_reward", {"query": ["q"], "images": [["LONG"]]}),
+    ],
+    ids=["chat-url-before-type", "chat-image_url-string", "score-image-segment", "score-mmie-segment",
+         "reward-images"],
+)  # fmt: skip
+def test_a_long_image_data_url_in_its_place_still_scores(server, route, body):
+    url = _fat_png_url(BOUND + 1000)
+    r = httpx.post(server.url + route, content=json.dumps(body).replace('"LONG"', json.dumps(url)),
+                   headers={"Content-Type": "application/json"}, timeout=120)  # fmt: skip
+    assert r.status_code == 200, r.text[:300]
 
 
 @pytest.mark.parametrize("where", ["option", "environment"])

@@ -82,10 +82,15 @@ def test_an_item_page_has_its_content_in_order_its_scores_humans_and_audit(view,
     assert any(seg["type"] == "image" for seg in blank["response"])
 
 
-def test_the_first_page_has_the_leaderboard_the_report_and_the_audit(files):
+def test_the_first_page_has_the_verdicts_the_leaderboard_the_report_and_the_audit(files):
     (index,) = load_js(files["data/index.js"], "JV.index")
     titles = [s["title"] for s in index["summary"]["sections"]]
-    assert titles[1] == "Leaderboard" and any(t.startswith("Agreement with humans") for t in titles)
+    # The verdicts first (tests/test_verdict.py: what they say), then the run and its leaderboard.
+    assert titles[:3] == ["Verdict", f"Run {index['title'].removeprefix('judge-view: ')}", "Leaderboard"]
+    assert any(t.startswith("Agreement with humans") for t in titles)
+    # Each board's caption says what it is ranked by (the all-tasks board may follow PPI, a task's the judge).
+    board_tables = index["summary"]["sections"][titles.index("Leaderboard")]["tables"]
+    assert board_tables and all(": ranked by the " in t["caption"] for t in board_tables)
     assert any(t.startswith("Audit") for t in titles)
     plots = [p["src"] for s in index["summary"]["sections"] for p in s.get("plots", [])]
     assert "plots/leaderboard.png" in plots and "plots/audit.png" in plots
@@ -207,3 +212,107 @@ def test_the_server_opens_nothing_outside_the_run_image_roots(server, view, tmp_
             assert b"WEBP" not in got.content[:16] and b"PNG" not in got.content[:16]
     finally:
         link.unlink()
+
+
+# ----------------------------------------------------------------------------- DNS rebinding (judge.core.hosts)
+
+
+def test_the_server_refuses_a_foreign_host_on_every_file_and_image(server, files):
+    """Before: the whole run (data/index.js) and every image went to any page whose name was rebound to
+    127.0.0.1 (``Host: attacker.example``). Now 421 for every path and method, before any file is read."""
+    (_, chunk) = load_js(files["data/items-0.js"], "JV.chunk")
+    image = next(seg["src"] for it in chunk for seg in it["content"]["response"] if seg["type"] == "image")
+    port = server.server_address[1]
+    paths = [
+        "",
+        "index.html",
+        "data/index.js",
+        image,
+        "img/0/nothing.png.webp",
+        "no-such-file",
+        *list(files)[:20],
+    ]
+    for host in ("attacker.example", f"attacker.example:{port}", "127.0.0.1.attacker.example"):
+        for path in paths:
+            for method in ("GET", "HEAD", "POST"):
+                got = httpx.request(method, server.url + path, headers={"Host": host})
+                assert got.status_code == 421, (host, path, method, got.status_code)
+                assert b"JV." not in got.content and b"WEBP" not in got.content[:16]
+        assert "--allowed-host" in httpx.get(server.url + "data/index.js", headers={"Host": host}).text
+
+
+def test_the_server_answers_loopback_names_and_refuses_foreign_origins(server, files):
+    port = server.server_address[1]
+    for host in ("localhost", f"localhost:{port}", "127.0.0.1", f"[::1]:{port}", "[::1]"):
+        got = httpx.get(server.url + "data/index.js", headers={"Host": host})
+        assert got.status_code == 200 and got.content == files["data/index.js"], host
+    for origin in ("http://attacker.example", "null", f"http://attacker.example:{port}"):
+        got = httpx.get(server.url + "data/index.js", headers={"Origin": origin})
+        assert got.status_code == 403 and b"JV." not in got.content, origin
+    got = httpx.get(server.url + "data/index.js", headers={"Origin": f"http://localhost:{port}"})
+    assert got.status_code == 200
+    assert not any(k.lower().startswith("access-control-") for k in got.headers)
+
+
+def test_the_server_on_ipv6_loopback_answers_its_own_address(view):
+    srv = make_server(view, "::1", 0, 512)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        assert srv.url.startswith("http://[::1]:")
+        assert httpx.get(srv.url + "data/index.js").status_code == 200  # Host: [::1]:<port>
+        assert httpx.get(srv.url + "data/index.js", headers={"Host": "attacker.example"}).status_code == 421
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
+def test_allowed_host_adds_a_name_from_the_command_line(view_run):
+    """``judge-view RUN --allowed-host NAME`` (a reverse proxy's public name): that name is served, others
+    are still refused."""
+    import signal
+    import subprocess
+    import sys
+
+    score, _, _ = view_run
+    cmd = [
+        sys.executable,
+        "-m",
+        "judge.cli.view",
+        str(score),
+        "--port",
+        "0",
+        "--allowed-host",
+        "view.example.org",
+    ]
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    try:
+        lines = [proc.stdout.readline()]
+        while lines[-1] and "serving http://" not in lines[-1]:  # log lines may come first
+            lines.append(proc.stdout.readline())
+        line = lines[-1]
+        assert "serving http://" in line, lines
+        url = line.split("serving ")[1].split()[0]
+        assert httpx.get(url + "data/index.js", headers={"Host": "view.example.org"}).status_code == 200
+        assert httpx.get(url, headers={"Origin": "https://view.example.org"}).status_code == 200
+        assert httpx.get(url, headers={"Host": "view.example.org.attacker.example"}).status_code == 421
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=30)
+
+
+def test_another_site_cannot_include_the_run_as_a_script(server, files):
+    """``<script src=http://127.0.0.1:8765/data/index.js>`` on another site's page sends no Origin, and the
+    file calls ``JV.index(...)``, a function that page can define: before, it read the whole run. The
+    browser's Fetch Metadata says where the request came from; a link the user followed still opens."""
+    script = {"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "no-cors", "Sec-Fetch-Dest": "script"}
+    got = httpx.get(server.url + "data/index.js", headers=script)
+    assert got.status_code == 403 and b"JV." not in got.content
+    image = {"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "no-cors", "Sec-Fetch-Dest": "image"}
+    assert httpx.get(server.url + "data/index.js", headers=image).status_code == 403
+    link = {"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "navigate", "Sec-Fetch-Dest": "document"}
+    page = httpx.get(server.url, headers=link)
+    assert page.status_code == 200 and page.content == files["index.html"]
+    own = {"Sec-Fetch-Site": "same-origin", "Sec-Fetch-Mode": "no-cors", "Sec-Fetch-Dest": "script"}
+    got = httpx.get(server.url + "data/index.js", headers=own)
+    assert got.status_code == 200 and got.headers["cross-origin-resource-policy"] == "same-origin"

@@ -81,10 +81,11 @@ def test_filter_open_an_item_and_see_its_pictures_and_its_scores(
     errors: list[str] = []
     page = _page(browser, errors)
 
-    # The first page: the run, its leaderboard, the report's and the audit's plots, all drawn.
+    # The first page: the verdicts first, the run, its leaderboard, the report's and the audit's plots, drawn.
     page.goto(url)
     page.wait_for_function("window.JV && JV.state.timing.summaryRendered")
-    assert "Leaderboard" in page.inner_text("#page-summary")
+    first = page.locator("#page-summary h2").first.inner_text()
+    assert first == "Verdict" and "Leaderboard" in page.inner_text("#page-summary")
     widths = _images_drawn(page, "#page-summary")
     assert len(widths) >= 3 and all(w > 0 for w in widths), widths
 

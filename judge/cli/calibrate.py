@@ -17,6 +17,9 @@ examples (from the repository root, after scripts/demo.sh):
   judge-calibrate --judge runs/demo/judge --method isotonic --level 0.8
   judge-calibrate --judge runs/demo/judge --selective --agreement 0.9 --delta 0.1
                                                 also fit the trusted/escalated thresholds
+  judge-calibrate --judge runs/demo/judge --selective --plan
+                                                how many labelled items that promise needs
+                                                at this judge's agreement (writes nothing)
   judge-calibrate --judge runs/demo/judge --human runs/demo/data/splits/validation.jsonl \\
                   --scores runs/demo/judge/calibration/scores.jsonl
                                                 labels, and the judge's raw scores of them, at hand
@@ -54,11 +57,22 @@ def main(argv: list[str] | None = None) -> int:
             result = calibrate_judge(settings_from(args, CalibrateConfig))
     except JudgeError as e:
         return fail(e, parser)
+    if result.calibration is not None and result.path is None and result.selective is not None:
+        from judge.eval.selective import format_plan
+
+        print(format_selective(result.selective))  # --plan: what the fit would trust, then the plan
+        print()
+        print(format_plan(result.selective))
+        print("\n(--plan: nothing written)")
+        return 0
     if result.calibration is not None:
         print(format_calibration(result.calibration))
         if result.selective is not None:
             print()
             print(format_selective(result.selective))
+        if result.labels is not None:
+            lab = result.labels
+            print(f"\nhuman labels: {lab['matched']} of {lab['labels']} labelled responses matched a score")
         print(f"\nwrote {result.path} (named in the judge card); fitted on {result.scores}")
         if result.selective_path is not None:
             print(

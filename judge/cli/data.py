@@ -165,11 +165,12 @@ def _validate(args) -> int:
 
 def _build(args) -> int:
     from judge.data.build import build_sft_dataset
-    from judge.data.config import load_data_sections, parse_overrides
+    from judge.data.config import check_data_paths, load_data_sections, parse_overrides
     from judge.models.loading import check_model_source, load_processor
 
     overrides = args.overrides + (["data.skip_invalid=true"] if args.skip_invalid else [])
     sections = load_data_sections(args.config, parse_overrides(overrides))
+    check_data_paths(sections.data, args.config)
     processor = None
     if not args.no_tokens:
         source = args.processor or (sections.other.get("model") or {}).get("path")

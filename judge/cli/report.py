@@ -51,6 +51,17 @@ def main(argv: list[str] | None = None) -> int:
         "of questions):\n"
     )
     print(format_main_table(data))
+    for sc in data.scorers:
+        if (lab := sc.coverage.labels) is not None:
+            print(
+                f"  {sc.name}: {lab['matched']} of {lab['labels']} labelled responses matched a record",
+                end="",
+            )
+            print(
+                f"; {lab['unmatched']} did not (e.g. {', '.join(lab['unmatched_examples'])})"
+                if lab["unmatched"]
+                else ""
+            )
     paired = [pc for pc in data.paired if pc.slice == data.main and pc.spearman is not None]
     if paired:
         print("\nPaired differences in Spearman on the same resamples (A - B [95% CI], p):")

@@ -35,6 +35,7 @@ GROUPS = {
     "server": [
         "host",
         "port",
+        "allowed_host",
         "api_key",
         "allow_unauthenticated",
         "image_root",

@@ -20,7 +20,7 @@ examples (from the repository root, after scripts/demo.sh):
 
 GROUPS = {
     "what to show": ["human", "report", "audit", "thumbnail"],
-    "where": ["export", "overwrite", "host", "port"],
+    "where": ["export", "overwrite", "host", "port", "allowed_host"],
 }
 
 
@@ -51,6 +51,10 @@ def main(argv: list[str] | None = None) -> int:
         for w in result.view.warnings:
             print(f"warning: {w}", file=sys.stderr)
         v = result.view
+        if v.labels is not None and not v.labels["unmatched"]:  # (unmatched ones: among the warnings)
+            print(
+                f"human labels: {v.labels['matched']} of {v.labels['labels']} labelled responses matched an item"
+            )
         n_records = sum(len(i.records) for i in v.items)
         if result.export_dir is not None:
             c = result.counts

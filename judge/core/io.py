@@ -353,7 +353,7 @@ def load_annotations(
 ) -> LoadResult:
     """Read, validate and resolve annotation records from one or more files.
 
-    Checks the schema, duplicate ids across all files, (with a rubric) the task
+    Checks the schema, duplicate ids of one model across all files, (with a rubric) the task
     family, criteria and scale, and every image (resolved inside ``root`` or the
     file's folder; opened and fully decoded when ``check_images``). Image
     references in the returned records are absolute paths.
@@ -516,12 +516,12 @@ def _validate_one(obj, model, kind, path, line, format):
 
 
 def _check_duplicate(rec, seen: dict, path, line) -> list[RecordError]:
-    # Predictions of several models share the benchmark's item ids, so their key is (model, id).
-    per_model = isinstance(rec, PredictionRecord)
-    key = (rec.model, rec.id) if per_model else rec.id
+    # Predictions of several models share the benchmark's item ids, and so do labels written in their style
+    # (judge.core.identity): the key is (model, id), an id once per model.
+    key = (rec.model, rec.id)
     first = seen.get(key)
     if first is not None:
-        whose = f" for model {rec.model!r}" if per_model else ""
+        whose = f" for model {rec.model!r}"
         return [
             RecordError(
                 f"duplicate id {rec.id!r}{whose}; first seen at {first.file}:{first.line}",

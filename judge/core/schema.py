@@ -264,6 +264,11 @@ class ScoreRecord(StrictModel):
         "keeps this score, false when it escalates it to a human; producer.selective names the thresholds "
         "and the agreement they guarantee.",
     )
+    trained: bool | None = Field(
+        default=None,
+        description="false: the judge's card says it was not trained on this criterion (asked for by name), so "
+        "the score is the untrained model's reading; absent otherwise.",
+    )
     producer: dict[str, Any] = Field(
         default_factory=dict,
         description="What produced the score: judge checkpoint id and rubric hash, or metric name and version.",
@@ -293,9 +298,9 @@ class ScoreRecord(StrictModel):
     @model_serializer(mode="wrap")
     def _calibration_fields_when_set(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         # Only a calibrated judge's records carry the raw_ fields and interval, only a selective judge's
-        # `trusted`; the others keep their shape.
+        # `trusted`, only an untrained criterion's `trained`; the others keep their shape.
         out = handler(self)
-        for key in ("raw_score", "raw_distribution", "raw_argmax", "interval", "trusted"):
+        for key in ("raw_score", "raw_distribution", "raw_argmax", "interval", "trusted", "trained"):
             if out.get(key, 0) is None:
                 del out[key]
         return out

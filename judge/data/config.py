@@ -3,7 +3,9 @@
 The same YAML file drives ``judge-data build`` and ``judge-train``. This module
 owns the sections the data layer reads; it checks the top-level keys of the whole
 file so a misspelt section is caught here too. Paths inside the file (annotations,
-image_root, output_dir) are taken from the current working directory.
+image_root, output_dir) are taken from the current working directory, not from the config file's folder
+(a shipped config's ``annotations/demo/annotations.jsonl`` is found from the repository root only);
+:func:`check_data_paths` refuses a missing one at once, naming its key.
 """
 
 from __future__ import annotations
@@ -91,6 +93,41 @@ class DataSections(StrictModel):
     @property
     def data_dir(self) -> Path:
         return Path(self.data.output_dir or Path(self.output_dir) / "data")
+
+
+def check_data_paths(data: DataConfig, config: str | Path | None = None) -> None:
+    """Refuse at once (before any model loads) a config path that does not exist, naming its key and how to
+    set it. Relative paths are taken from the working directory, not from the config file's folder."""
+    where = f"{config}: " if config is not None else ""
+    cwd = Path.cwd()
+    missing = [("data.annotations", a, "file") for a in data.annotations if not Path(a).is_file()]
+    if data.image_root is not None and not Path(data.image_root).is_dir():
+        missing.append(("data.image_root", data.image_root, "folder"))
+    if not missing:
+        return
+
+    def found(value: str, kind: str) -> str:
+        # What is there instead: a folder where a file belongs (or the reverse) is named as such.
+        p = Path(value)
+        if kind == "file" and p.is_dir():
+            return "is a folder, not a file of records"
+        if kind == "folder" and p.exists():
+            return "is a file, not a folder"
+        return f"{kind} not found" + ("" if p.is_absolute() else f" (from {cwd})")
+
+    lines = [f"`{key}` {value}: {found(value, kind)}" for key, value, kind in missing]
+    keys = list(dict.fromkeys(key for key, _, _ in missing))
+    how = {
+        "data.annotations": '--set data.annotations=PATH (or "[A.jsonl, B.jsonl]")',
+        "data.image_root": "--set data.image_root=DIR",
+    }
+    raise ConfigError(
+        where
+        + "; ".join(lines)
+        + ". Paths in a config are taken from the working directory, not from the config file's folder; "
+        + "set it with "
+        + " and ".join(how[k] for k in keys)
+    )
 
 
 def find_config(name_or_path: str | Path) -> Path:

@@ -248,6 +248,14 @@ def percentile_interval(values: np.ndarray, level: float = 0.95) -> list[float] 
     return [float(lo), float(hi)]
 
 
+def sampled_interval(values: np.ndarray, level: float = 0.95) -> list[float] | None:
+    """:func:`percentile_interval`, but ``None`` where the resampled values do not vary (one question, or
+    every question with the same value): such resamples say nothing about the spread of a sampled
+    number, and a ``[x, x]`` interval would claim it is exact. Callers print the ``n`` beside it."""
+    ci = percentile_interval(values, level)
+    return None if ci is None or not ci[1] > ci[0] else ci
+
+
 def bootstrap_p_value(diffs: np.ndarray) -> float | None:
     """Two-sided p-value of "no difference" from resampled differences (see the module docstring)."""
     d = np.asarray(diffs, dtype=float)
@@ -347,6 +355,7 @@ __all__ = [
     "paired_bootstrap",
     "percentile_interval",
     "replicates",
+    "sampled_interval",
     "seeded_rng",
     "weighted_cosine",
     "weighted_kendall",

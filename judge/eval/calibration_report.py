@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from judge.core.tables import text_table
-from judge.eval.calibration import METHODS, LabelledScore, conformal_part
+from judge.eval.calibration import MARGIN, METHODS, SE_MULTIPLE, LabelledScore, conformal_part
 from judge.eval.calibration_metrics import MEASURES, reliability_points
 from judge.models.calibration import POOLED, Calibration
 
@@ -72,12 +72,20 @@ def format_calibration(cal: Calibration) -> str:
             )
             for m, why in (c.get("refused") or {}).items():
                 notes.append(f"  {key}: {m} refused: {why}")
-            if c.get("method") == "none" and cal.method == "auto":
+            if c.get("warning"):
+                notes.append(f"  {key}: WARNING: {c['warning']}")
+            if c.get("verdict") and cal.method == "auto":
+                notes.append(f"  {key}: {c['verdict']}")
+                if c.get("method") == "none":
+                    notes.append(f"  {key}: the read-out is kept: {c.get('reason')}")
+            elif c.get("method") == "none" and cal.method == "auto":
                 notes.append(f"  {key}: the read-out is kept: {c.get('reason')}")
         lines += [
             "",
-            "Choice of map (NLL of the annotators' ratings, cross-validated over the fit part's questions; T per "
-            "fold and the folds where each map lowered the NLL: the fit's spread):",
+            "Choice of map (NLL of the annotators' ratings, cross-validated over the fit part's questions, the "
+            "mean over repeated partitions; a map is chosen only if it gains more than the margin "
+            f"{MARGIN} nats per rating and {SE_MULTIPLE:g} standard errors across folds; T per fold and the "
+            "folds where each map lowered the NLL, of the first partition: the fit's spread):",
             text_table(
                 [
                     "map",

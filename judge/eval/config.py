@@ -182,7 +182,12 @@ class CalibrateConfig(Settings):
         "annotators' ratings, or none when neither beats the read-out), temperature (one temperature of the "
         "scale distribution), isotonic (a monotone map of the expected score: it also removes a shift, but "
         "needs more labels) or none (the read-out, with intervals); a map that hits its bounds or flattens "
-        "the scores is refused",
+        "the scores is refused, and so is a forced one whose cross-validated NLL is not below the read-out's",
+    )
+    force_method: bool = Field(
+        False,
+        description="keep a forced `method` (temperature or isotonic) even where it is refused or no better "
+        "than the read-out on held-out labels; the warning is printed and stored in calibration.json",
     )
     level: float = Field(0.9, gt=0, lt=1, description="coverage level of the intervals (default 0.9)")
     conformal_fraction: float = Field(
@@ -213,6 +218,11 @@ class CalibrateConfig(Settings):
         "the judge's scores agree with humans at least `agreement` of the time with probability 1 - `delta`; "
         "written beside the calibration (selective.json) and named in the card: scores are then marked "
         "trusted or escalated",
+    )
+    plan: bool = Field(
+        False,
+        description="with --selective: print how many labelled items a promise of `agreement` needs at the "
+        "agreement this judge shows on the held-out items, and write nothing",
     )
     agreement: float = Field(
         0.9,

@@ -1,9 +1,10 @@
-"""Human items, score files, and how the two are matched: by (id, criterion), every item counted.
+"""Human items, score files, and how the two are matched: by (model, id, criterion), every item counted.
 
 A **human item** is one (annotation record, criterion) pair; its value is the mean over the
 annotators who scored that criterion (:func:`judge.data.aggregate.aggregate_record`). A **score
 record** with ``criterion: null`` (one score per response, e.g. CLIPScore) is compared with the
-human ``"overall"`` score.
+human ``"overall"`` score. A label finds its scored response by :class:`judge.core.identity.LabelMatcher`
+(its ``(model, id)``, else its ``(model, question_id)``), the rule every command shares.
 
 For each scorer, the report counts (nothing is dropped silently):
 
@@ -13,8 +14,9 @@ For each scorer, the report counts (nothing is dropped silently):
   ``families_not_scored``, and shown in the report, but not counted as missing;
 * ``scored``: matched and with a number; ``unscorable``: matched with ``score: null`` (reasons
   counted); ``missing``: expected but absent from the file;
-* ``unknown_ids``: records whose id is in no human file (warned about, with examples);
-  ``unknown_criterion``: a known id with a criterion the humans did not score;
+* ``unknown_ids``: records of responses no label names (warned about, with examples);
+  ``unknown_criterion``: a labelled response with a criterion the humans did not score;
+* ``labels``: how many labelled responses matched a scored response, and examples of those that did not;
   ``filtered``: records of criteria left out by ``--criterion``.
 
 **On the rubric scale or not.** A scorer is compared on the rubric scale (MAE, kappa, within
@@ -34,6 +36,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from judge.core.errors import JudgeError, Location, RecordError
+from judge.core.identity import NO_MODEL, LabelMatcher, ResponseKey
 from judge.core.io import iter_json_records, pydantic_errors
 from judge.core.rubric import OVERALL, Rubric
 from judge.core.schema import AnnotationRecord, ScoreRecord
@@ -72,8 +75,14 @@ class HumanItem:
     ratings: tuple[tuple[str, int], ...]  #: (annotator, score), sorted by annotator
 
     @property
-    def key(self) -> tuple[str, str]:
-        return (self.id, self.criterion)
+    def key(self) -> tuple[str, str, str]:
+        """The item's identity: (model, id, criterion) of its label."""
+        return (self.model, self.id, self.criterion)
+
+    @property
+    def label(self) -> tuple[str, str, str]:
+        """The label record it comes from, as :class:`~judge.core.identity.LabelMatcher` takes it."""
+        return (self.model, self.id, self.question_id)
 
 
 def human_items(
@@ -108,7 +117,7 @@ def load_score_file(path: str | Path, name: str) -> ScoreFile:
     """Read a JSONL (or JSON array) file of :class:`ScoreRecord`; every bad record is reported.
 
     Raises :class:`ScoreFileError` naming file, line and field of each bad record (and
-    duplicate (metric, mode, id, criterion) keys), or :class:`JudgeError` for an empty file.
+    duplicate (metric, mode, model, id, criterion) keys), or :class:`JudgeError` for an empty file.
     """
     path = Path(path)
     records: list[tuple[int, ScoreRecord]] = []
@@ -142,12 +151,12 @@ def load_score_file(path: str | Path, name: str) -> ScoreFile:
         except ValidationError as e:
             errors.extend(pydantic_errors(e, Location(str(path), line, rid)))
             continue
-        key = (metric_of(rec), rec.id, rec.criterion)
+        key = (metric_of(rec), rec.model, rec.id, rec.criterion)
         if key in seen:
             errors.append(
                 RecordError(
-                    f"second score for metric {key[0]!r}, criterion {rec.criterion!r} (first at line {seen[key]}); "
-                    "one record per (id, criterion) and metric",
+                    f"second score for metric {key[0]!r}, model {rec.model!r}, criterion {rec.criterion!r} (first "
+                    f"at line {seen[key]}); one record per (model, id, criterion) and metric",
                     file=path,
                     line=line,
                     field="id",
@@ -279,6 +288,11 @@ def _rubric_hashes(rec: ScoreRecord) -> set[str]:
     return out
 
 
+def _shown(model: str, rid: str) -> str:
+    """A response in a message: ``model/id``, or the id alone when no model is named."""
+    return rid if model == NO_MODEL else f"{model}/{rid}"
+
+
 def match_scorer(
     sf: ScoreFile,
     items: Sequence[HumanItem],
@@ -287,43 +301,54 @@ def match_scorer(
     criteria: Sequence[str] | None = None,
     force_on_scale: bool = False,
 ) -> Scorer:
-    """Match one scorer's records onto the human items by (id, criterion) and count everything."""
+    """Match one scorer's records onto the human items by (model, id, criterion) and count everything."""
     metric = metric_of(sf.records[0][1])
     on_scale, why = _decide_scale(sf, metric, rubric, force_on_scale)
     if on_scale:
         _check_scale(sf, rubric)
     sc = Scorer(sf.name, sf.path, metric, on_scale, why)
-    by_key = {it.key: it for it in items}
-    human_ids = {it.id for it in items}
     keep = set(criteria) if criteria else None
-    unknown_ids: list[str] = []
-    unknown_crit: list[str] = []
     n_filtered = 0
-    seen: dict[tuple[str, str], Match] = {}
+    # The scored responses, (model, id) -> criterion -> (line, record).
+    index: dict[ResponseKey, dict[str, tuple[int, ScoreRecord]]] = {}
     for line, r in sf.records:
         crit = r.criterion if r.criterion is not None else OVERALL
         if keep is not None and crit not in keep:
             n_filtered += 1
             continue
-        if r.id not in human_ids:
-            unknown_ids.append(r.id)
-            continue
-        item = by_key.get((r.id, crit))
-        if item is None:
-            unknown_crit.append(f"{r.id}/{crit}")
-            continue
-        if (r.id, crit) in seen:
-            # criterion null and criterion "overall" for one id: the same human item twice.
+        slot = index.setdefault((r.model, r.id), {})
+        if crit in slot:
+            # criterion null and criterion "overall" for one response: the same human item twice.
             raise RecordError(
-                f"a second score for the human item ({r.id!r}, {crit!r}) (criterion null means "
+                f"a second score for the response {r.model}/{r.id}, criterion {crit!r} (criterion null means "
                 "'overall'); keep one",
                 file=sf.path,
                 line=line,
                 field="criterion",
                 record_id=r.id,
             )
-        seen[(r.id, crit)] = m = Match(item, r.score, r)
-        sc.matches.append(m)
+        slot[crit] = (line, r)
+    labels = LabelMatcher(index).match(it.label for it in items)
+    labelled_crits: dict[ResponseKey, set[str]] = {}
+    seen: set[tuple[str, str, str]] = set()
+    for it in items:
+        response = labels.matched.get(it.label)
+        if response is None:
+            continue
+        labelled_crits.setdefault(response, set()).add(it.criterion)
+        got = index[response].get(it.criterion)
+        if got is not None:
+            seen.add(it.key)
+            sc.matches.append(Match(it, got[1].score, got[1]))
+    unknown_ids = [
+        _shown(m, i) for (m, i), slot in index.items() if (m, i) not in labelled_crits for _ in slot
+    ]
+    unknown_crit = [
+        f"{_shown(m, i)}/{c}"
+        for (m, i), crits in labelled_crits.items()
+        for c in index[(m, i)]
+        if c not in crits
+    ]
 
     scored_criteria = {m.item.criterion for m in sc.matches}
     scored_families = {m.item.task for m in sc.matches}
@@ -341,7 +366,7 @@ def match_scorer(
         "unscorable": len(null),
         "missing": len(missing),
         "coverage": n_scored / len(expected) if expected else None,
-        "responses_scored": len({m.item.id for m in sc.matches if m.score is not None}),
+        "responses_scored": len({(m.item.model, m.item.id) for m in sc.matches if m.score is not None}),
         "criteria_scored": [c for c in human_criteria if c in scored_criteria],
         "criteria_not_scored": [c for c in human_criteria if c not in scored_criteria],
         "families_scored": [f for f in human_families if f in scored_families],
@@ -351,16 +376,23 @@ def match_scorer(
         "unknown_criterion": len(unknown_crit),
         "unknown_criterion_examples": unknown_crit[:N_EXAMPLES],
         "filtered": n_filtered,
-        "missing_examples": [f"{it.id}/{it.criterion}" for it in missing[:N_EXAMPLES]],
+        "missing_examples": [f"{_shown(it.model, it.id)}/{it.criterion}" for it in missing[:N_EXAMPLES]],
+        "labels": labels.describe(),
         "unscorable_reasons": [{"reason": k, "count": v} for k, v in reasons.most_common(N_EXAMPLES)],
     }
     cov = sc.coverage
     if unknown_ids:
         sc.warnings.append(
-            f"{len(unknown_ids)} record(s) of {sf.path} have ids that are in no human file (e.g. "
-            f"{', '.join(repr(i) for i in cov['unknown_id_examples'])}); they are not compared. Check that "
-            "--human and --scores refer to the same items (the same split)."
+            f"{len(unknown_ids)} record(s) of {sf.path} score responses no label names (e.g. "
+            f"{', '.join(cov['unknown_id_examples'])}); they are not compared"
+            + (
+                ". Check that --human and --scores refer to the same items (the same split)."
+                if labels.unmatched or not labels.matched
+                else " (every label matched: scores of unlabelled responses are expected when a sample is labelled)."
+            )
         )
+    if labels.unmatched:
+        sc.warnings.append(f"{sf.name}: {labels.sentence(f'a record of {sf.path}')}")
     if unknown_crit:
         sc.warnings.append(
             f"{len(unknown_crit)} record(s) of {sf.path} score a criterion the humans did not score for that item "
@@ -378,7 +410,8 @@ def match_scorer(
     if not sc.matches:
         sc.warnings.append(
             f"no record of {sf.path} matches a human item: nothing to compare for {sf.name}. "
-            "Check that the ids (and criteria) match the human file."
+            "Check that the labels name the scored responses: model and id (the prediction's), or model and "
+            "question_id (the prediction's id) beside an id of their own; and the criteria."
         )
     elif n_scored < 2:
         sc.warnings.append(

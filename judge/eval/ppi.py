@@ -30,13 +30,19 @@ from the truth than before). Each such step is listed in ``bounded`` so that eve
 Below ``min_labels`` labelled items there is no estimate at all: ``mean`` and ``ci`` are None and
 ``reason`` says why.
 
-**Rates** (``ends``). A win rate is a mean of points in {0, 1/2, 1}; at a few labels their sample variance is
-often 0 (every labelled pair won), and no t quantile rescues a zero-width interval: on the check's draws
-(12 labelled questions) the win rates' intervals covered 80 to 92% at 95%. With ``ends`` the interval is
-computed with one pseudo-labelled item added at each end of the range (humans and judge both at the low
-end, both at the high end), Agresti and Caffo's adjustment of a proportion's interval, which brought them
-to 96 to 99% there; the point estimate stays the plain one (and the interval is widened to hold it, were
-it outside).
+**Ties and few labels** (``ends``). Labels are points on a scale, and at a few labels their sample
+variance is often 0 (every labelled response rated 3, every labelled pair won): no t quantile rescues a
+zero-width interval. On 12 labels drawn from a scale where 80% of responses sit at one value, Student's
+interval missed the mean 14.4% of the time at 95%, and the win rates' intervals covered 80 to 92% on the
+check's draws. So for rates (``ends=True``), and by default for a bounded mean whose labels are tied (one
+value holds at least half of them, :data:`TIED_SHARE`), the interval is also computed with one
+pseudo-labelled item added at each end of the range (humans and judge both at the low end, both at the
+high end: Agresti and Caffo's adjustment of a proportion's interval), and the published interval is the
+union of the two: never narrower than Student's, never of width 0 from sampled labels. It brought the
+win rates to 96 to 99% and the tied means to their level (``tests/test_honest_intervals.py``). Labels
+spread over the scale keep the plain interval: its level holds on the 2,000-draw check (guarding it too
+made that 98.9% at 95%). The point estimate
+stays the plain one. ``ends=False`` turns the guard off (the library comparisons do).
 """
 
 from __future__ import annotations
@@ -173,25 +179,26 @@ def ppi_mean(
     lam: float | None = None,
     bounds: tuple[float, float] | None = None,
     min_labels: int = 2,
-    ends: bool = False,
+    ends: bool | None = None,
 ) -> MeanEstimate:
     """The prediction-powered mean and its ``level`` interval (``lam`` None: power-tuned), inside ``bounds``
-    when given; ``ends``: a rate's interval, with a pseudo-label at each end of ``bounds`` (module doc).
-    Without unlabelled items it is the human mean (``lam`` 0)."""
+    when given; ``ends`` (default: tied labels on a bounded scale, :func:`_guard`): the interval guarded
+    with a pseudo-label at each end of ``bounds`` (module doc). Without unlabelled items it is the human mean (``lam`` 0)."""
     ya, ha, ua = (np.asarray(v, dtype=float) for v in (y, yhat, yhat_unlabelled))
     if ya.shape != ha.shape:
         raise ValueError(f"y and yhat differ in length: {ya.size} vs {ha.size}")
     n, big_n = ya.size, ua.size
     if (why := too_few(n, min_labels)) is not None:
         return MeanEstimate(None, None, n, big_n, reason=why)
+    ends = _guard(ya, bounds) if ends is None else ends
     if big_n == 0:
         est = classical_mean(ya, level=level, bounds=bounds, min_labels=min_labels, ends=ends)
         est.lam = 0.0
         return est
     if ends:
         lo, hi = _ends(bounds)
-        est = ppi_mean(ya, ha, ua, level=level, lam=lam)
-        wide = ppi_mean(np.r_[ya, lo, hi], np.r_[ha, lo, hi], ua, level=level, lam=lam)
+        est = ppi_mean(ya, ha, ua, level=level, lam=lam, ends=False)
+        wide = ppi_mean(np.r_[ya, lo, hi], np.r_[ha, lo, hi], ua, level=level, lam=lam, ends=False)
         return _with_interval_of(est, wide, bounds)
     tuned = lam is None
     lam = power_tuning(ya, ha, ua) if lam is None else float(lam)
@@ -210,22 +217,41 @@ def classical_mean(
     level: float = 0.95,
     bounds: tuple[float, float] | None = None,
     min_labels: int = 2,
-    ends: bool = False,
+    ends: bool | None = None,
 ) -> MeanEstimate:
     """The mean of the labels alone and Student's interval, ``mean -/+ t_(n-1) * sd / sqrt(n)`` (ddof 1),
-    inside ``bounds`` when given; ``ends``: a rate's interval (module doc)."""
+    inside ``bounds`` when given; ``ends`` (default: tied
+    labels on a bounded scale, :func:`_guard`): guarded with a
+    pseudo-label at each end of ``bounds`` (module doc)."""
     ya = np.asarray(y, dtype=float)
     n = ya.size
     if (why := too_few(n, min_labels)) is not None:
         return MeanEstimate(None, None, n, reason=why)
-    if ends:
+    if _guard(ya, bounds) if ends is None else ends:
         lo, hi = _ends(bounds)
         return _with_interval_of(
-            classical_mean(ya, level=level), classical_mean(np.r_[ya, lo, hi], level=level), bounds
+            classical_mean(ya, level=level, ends=False),
+            classical_mean(np.r_[ya, lo, hi], level=level, ends=False),
+            bounds,
         )
     mean = float(ya.mean())
     half = t_quantile(level, n - 1) * math.sqrt(_var(ya) / n)
     return within(MeanEstimate(mean, [mean - half, mean + half], n), bounds)
+
+
+#: A bounded mean's labels are "tied" when one value holds at least this share of them (module doc).
+TIED_SHARE = 0.5
+
+
+def _guard(y: np.ndarray, bounds: tuple[float, float] | None) -> bool:
+    """Whether a bounded mean's interval gets the pseudo-label guard by default: when one value holds at
+    least :data:`TIED_SHARE` of the labels, Student's interval is often 0 wide or too narrow (the module
+    doc's 81.5% at 95%); labels spread over the scale keep the plain interval, whose level the 2,000-draw
+    check holds (guarding them too made it 98.9% there) and which equals the libraries'."""
+    if bounds is None or y.size == 0:
+        return False
+    _, counts = np.unique(y, return_counts=True)
+    return bool(counts.max() >= TIED_SHARE * y.size)
 
 
 def _ends(bounds: tuple[float, float] | None) -> tuple[float, float]:
@@ -237,9 +263,10 @@ def _ends(bounds: tuple[float, float] | None) -> tuple[float, float]:
 def _with_interval_of(
     est: MeanEstimate, wide: MeanEstimate, bounds: tuple[float, float] | None
 ) -> MeanEstimate:
-    """``est`` with ``wide``'s interval (widened to hold ``est``'s mean), inside ``bounds``."""
-    assert est.mean is not None and wide.ci is not None
-    est.ci = [min(wide.ci[0], est.mean), max(wide.ci[1], est.mean)]
+    """``est`` with the union of its interval and ``wide``'s (the guard: never narrower than the plain
+    one, which holds the mean), inside ``bounds``."""
+    assert est.mean is not None and est.ci is not None and wide.ci is not None
+    est.ci = [min(wide.ci[0], est.ci[0]), max(wide.ci[1], est.ci[1])]
     return within(est, bounds)
 
 

@@ -17,7 +17,8 @@ to a set of questions), :func:`ppi_checks` simulates what ``judge-score --labels
 
 Reported: the share of intervals that contain the truth of the world they were drawn from (the model's
 all-human mean; the pair's all-human win rate), the intervals' mean widths, and the Monte Carlo standard
-error of the shares. Drawing the questions again (step 1) is what makes the truth fixed and the labelled
+error of the shares, computed for the draw design (the draws are the independent units: the intervals of
+one draw, for every model and pair, share its questions and labels; :meth:`_Tally.se`). Drawing the questions again (step 1) is what makes the truth fixed and the labelled
 questions a random sample of an unlimited population, which is what the intervals promise; labelling a
 share of the real responses only would measure the intervals against the mean of those responses, whose
 own sampling error the labels share (the finite-population correction), and overstate their coverage.
@@ -47,16 +48,18 @@ def _points(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 class _Tally:
-    """Coverage and widths of one estimate kind over the draws."""
+    """Coverage and widths of one estimate kind over the draws, each interval tagged with its draw."""
 
     def __init__(self) -> None:
         self.cover: list[bool] = []
         self.width: list[float] = []
+        self.draw: list[int] = []
 
-    def add(self, est: MeanEstimate, truth: float) -> None:
+    def add(self, est: MeanEstimate, truth: float, draw: int = 0) -> None:
         if est.ci is not None:
             self.cover.append(est.ci[0] - 1e-12 <= truth <= est.ci[1] + 1e-12)
             self.width.append(est.ci[1] - est.ci[0])
+            self.draw.append(draw)
 
     def share(self) -> float | None:
         return float(np.mean(self.cover)) if self.cover else None
@@ -65,8 +68,22 @@ class _Tally:
         return float(np.mean(self.width)) if self.width else None
 
     def se(self) -> float | None:
+        """The Monte Carlo standard error of :meth:`share` for the draw design: the intervals of one draw
+        share its questions and labels, so the draws (independent) are the units, not the intervals. The
+        share is a ratio (covering intervals over intervals, summed over draws); its standard error is the
+        cluster (linearised ratio) one, sqrt(D / (D - 1) sum_d (c_d - p n_d)^2) / sum_d n_d over the D
+        draws with c_d of n_d intervals covering. None with fewer than 2 draws."""
         p = self.share()
-        return None if p is None else float(np.sqrt(p * (1 - p) / len(self.cover)))
+        if p is None:
+            return None
+        draws = np.asarray(self.draw)
+        ids, inv = np.unique(draws, return_inverse=True)
+        if ids.size < 2:
+            return None
+        c = np.bincount(inv, weights=np.asarray(self.cover, dtype=float))
+        n = np.bincount(inv).astype(float)
+        d = ids.size
+        return float(np.sqrt(d / (d - 1) * np.sum((c - p * n) ** 2)) / n.sum())
 
 
 def _draw(ppi: MeanEstimate, hum: MeanEstimate) -> PPIDraw:
@@ -167,13 +184,13 @@ def _check(
         lab[rng.choice(n_q, size=k, replace=False)] = True
         for i, mod in enumerate(models):
             est, hum = estimates(i, cols, lab)
-            tallies[mod][0].add(est, truth[mod])
-            tallies[mod][1].add(hum, truth[mod])
+            tallies[mod][0].add(est, truth[mod], d)
+            tallies[mod][1].add(hum, truth[mod], d)
             n_bounded += bool(est.bounded)
         for p in win_truth:
             est, hum = win_estimates(p, cols, lab)
-            win_tallies[p][0].add(est, win_truth[p])
-            win_tallies[p][1].add(hum, win_truth[p])
+            win_tallies[p][0].add(est, win_truth[p], d)
+            win_tallies[p][1].add(hum, win_truth[p], d)
             n_bounded += bool(est.bounded)
     rows = [
         PPIModel(
@@ -246,6 +263,7 @@ def _pooled(tallies: Sequence[_Tally]) -> _Tally:
     for t in tallies:
         out.cover += t.cover
         out.width += t.width
+        out.draw += t.draw
     return out
 
 

@@ -197,7 +197,8 @@ def _match_scorers(
     if not any(s.scored for s in scorers):
         raise JudgeError(
             "no score record matches a human item: check that the score files score the responses of "
-            f"the human file(s) ({', '.join(map(str, cfg.human))}); ids are compared exactly"
+            f"the human file(s) ({', '.join(map(str, cfg.human))}): a label names its response by model and "
+            "id, or by model and question_id; ids are compared exactly"
         )
     return scorers
 
@@ -205,7 +206,8 @@ def _match_scorers(
 def load_human(
     paths: Sequence[str | Path], rubric: Rubric, *, root: str | Path | None = None, check_images: bool = False
 ) -> list[AnnotationRecord]:
-    """Annotation records of every human file, checked against the rubric; ids must be unique across files.
+    """Annotation records of every human file, checked against the rubric; (model, id) must be unique across
+    files.
 
     Each file resolves its images from ``root``, else its own folder (a ``judge-data build`` split file
     keeps its images beside it, under ``splits/images``).
@@ -213,15 +215,16 @@ def load_human(
     from judge.core.io import load_annotations
 
     records: list[AnnotationRecord] = []
-    first: dict[str, str] = {}  # record id -> the file it came from
+    first: dict[tuple[str, str], str] = {}  # (model, id) -> the file it came from
     for p in paths:
         recs = load_annotations(p, rubric=rubric, root=root, check_images=check_images).records
         for r in recs:
-            if r.id in first:
+            if (r.model, r.id) in first:
                 raise JudgeError(
-                    f"{p}: record id {r.id!r} is also in {first[r.id]}; human files must not overlap"
+                    f"{p}: record id {r.id!r} of model {r.model!r} is also in {first[(r.model, r.id)]}; "
+                    "human files must not overlap"
                 )
-            first[r.id] = str(p)
+            first[(r.model, r.id)] = str(p)
         records.extend(recs)
     return records
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from judge.core.identity import RULE
 from judge.core.tables import text_table
 from judge.eval.bootstrap import STATS
 from judge.eval.document import Doc, fmt, fmt_ci, pct
@@ -150,6 +151,17 @@ def coverage_section(d: Doc, data: ReportData) -> None:
     for sc in data.scorers:
         c = sc.coverage
         notes.append(f"**{sc.name}**: {sc.scale_note}.")
+        if c.labels is not None:
+            lab = c.labels
+            notes.append(
+                f"**{sc.name}**: {lab['matched']} of {lab['labels']} labelled responses matched a record "
+                f"({RULE})"
+                + (
+                    f"; {lab['unmatched']} did not (e.g. {', '.join(lab['unmatched_examples'])})."
+                    if lab["unmatched"]
+                    else "."
+                )
+            )
         if c.criteria_not_scored:
             others = c.criteria_not_scored
             named = ", ".join(others) if len(others) <= 4 else f"the {len(others)} other criteria"

@@ -290,7 +290,9 @@ def _est(mean: float | None, ci: list[float] | None, bounded: list[str] | None =
 def _share(x: float | None, se: float | None = None) -> str:
     if x is None:
         return "–"
-    return f"{100 * x:.1f}%" + (f" ± {100 * se:.1f}" if se is not None else "")
+    # The ± is the Monte Carlo standard error with the draws as units (ppi_check: a draw's intervals share
+    # its labelled questions), said beside it so it is not read as an interval of the coverage.
+    return f"{100 * x:.1f}%" + (f" ± {100 * se:.1f} (s.e. over draws)" if se is not None else "")
 
 
 def format_calibration_summary(

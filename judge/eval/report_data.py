@@ -166,6 +166,9 @@ class Coverage(_Data):
     filtered: int
     missing_examples: list[str]
     unscorable_reasons: list[UnscorableReason]
+    #: labelled responses that matched a record, and examples of those that did not
+    #: (:meth:`judge.core.identity.LabelMatch.describe`); absent in reports written before it
+    labels: dict[str, Any] | None = None
 
 
 class ScorerInfo(_Data):

@@ -46,6 +46,7 @@ from judge.models.preference import preference
 from judge.models.selective import (
     PAIRWISE_RANGE,
     POINTWISE_CONFIDENCE,
+    SLACK,
     Selective,
     SelectiveRule,
     pair_confidence,
@@ -80,8 +81,9 @@ def fixed_sequence_threshold(
     order = np.argsort(-c, kind="stable")
     c_desc, errors = c[order], np.concatenate([[0], np.cumsum(wrong[order])])
     lams = np.asarray(sorted(grid, reverse=True), dtype=float)
-    # n(lambda): the items with confidence >= lambda (1e-12 slack), k(lambda) their disagreements.
-    n = np.searchsorted(-c_desc, -(lams - 1e-12), side="right")
+    # n(lambda): the items whose confidence meets lambda (judge.models.selective.meets: the comparison
+    # scoring marks them by, SLACK included), k(lambda) their disagreements.
+    n = np.searchsorted(-c_desc, -(lams - SLACK), side="right")
     k = errors[n]
     least = min(max(min_testable(alpha, delta), start), c.size)
     tested = n >= max(least, 1)
@@ -101,6 +103,46 @@ def fixed_sequence_threshold(
         agreement=1.0 - int(k[best]) / int(n[best]),
         p_value=float(p[best]),
     )
+
+
+#: How :func:`plan_size` answers, stored with the plan and printed by ``judge-calibrate --selective --plan``.
+PLAN_METHOD = (
+    "the smallest n (at least the test's least testable set, and START) for which the exact binomial test of "
+    "the fixed sequence, P(Binomial(n, 1 - agreement) <= floor((1 - a) n)) <= delta, certifies the target "
+    "when the judge agrees at the rate a observed on all held-out items (every score trusted); none when a "
+    "is not above the target"
+)
+
+
+def plan_size(
+    observed: float, alpha: float, delta: float, start: int = START, cap: int = 200_000
+) -> int | None:
+    """The labelled items (held out from the calibration maps) a threshold trusting every score needs to be
+    certified at ``1 - alpha`` when the agreement is ``observed`` (see :data:`PLAN_METHOD`); None when
+    ``observed <= 1 - alpha`` or beyond ``cap``."""
+    from scipy.stats import binom
+
+    if observed <= 1.0 - alpha:
+        return None
+    lo = max(min_testable(alpha, delta), start)
+    ns = np.arange(lo, cap + 1)
+    ks = np.floor((1.0 - observed) * ns + 1e-9)
+    ok = np.nonzero(binom.cdf(ks, ns, alpha) <= delta)[0]
+    return int(ns[ok[0]]) if ok.size else None
+
+
+def _plan(data: Sequence[tuple[str, float, bool]], rules: dict[str, SelectiveRule], alpha: float, delta: float
+          ) -> dict[str, dict[str, Any]]:  # fmt: skip
+    """Per rule key, the agreement observed on its held-out rows and :func:`plan_size` of it."""
+    out = {}
+    for key in rules:
+        rows = [ok for crit, _, ok in data if key in (POOLED, crit)] if key != POOLED else None
+        if rows is None:  # the pooled rule's rows: the criteria without their own
+            own = set(rules) - {POOLED}
+            rows = [ok for crit, _, ok in data if crit not in own] or [ok for _, _, ok in data]
+        a = float(np.mean(rows)) if rows else 0.0
+        out[key] = {"n": len(rows), "observed_agreement": a, "needed": plan_size(a, alpha, delta)}
+    return out
 
 
 def grid_over(bounds: tuple[float, float], n: int = GRID) -> list[float]:
@@ -214,6 +256,14 @@ def fit_selective(
         "grid": GRID,
         "min_testable": min_testable(alpha, delta),
     }
+    point_rules = _rules(points, alpha, delta, grid_over(POINTWISE_CONFIDENCE[confidence][1]), least)
+    pair_rules = _rules(pairs, alpha, delta, grid_over(PAIRWISE_RANGE), least) if pairs else {}
+    fitted_on["plan"] = {
+        "method": PLAN_METHOD,
+        "conformal_fraction": cal.data.conformal_fraction,
+        "pointwise": _plan(points, point_rules, alpha, delta),
+        "pairwise": _plan(pairs, pair_rules, alpha, delta) if pairs else {},
+    }
     return Selective(
         agreement=agreement,
         delta=delta,
@@ -221,8 +271,8 @@ def fit_selective(
         confidence=confidence,
         scale=list(cal.scale),
         calibration=cal.fingerprint(),
-        pointwise=_rules(points, alpha, delta, grid_over(POINTWISE_CONFIDENCE[confidence][1]), least),
-        pairwise=_rules(pairs, alpha, delta, grid_over(PAIRWISE_RANGE), least) if pairs else {},
+        pointwise=point_rules,
+        pairwise=pair_rules,
         fitted_on=fitted_on,
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
     )
@@ -262,14 +312,69 @@ def format_selective(sel: Selective) -> str:
                 rows(sel.pairwise),
             ),  # fmt: skip
         ]
+    for kind, rules in (("pointwise", sel.pointwise), ("pairwise", sel.pairwise)):
+        none = [k for k, r in rules.items() if r.threshold is None]
+        if none:
+            lines.append(
+                f"No {kind} threshold passed for {', '.join(none)}: every such score is escalated to a human "
+                f"(no confidence level keeps {sel.agreement:.0%} agreement certifiably on these labels). Label "
+                "more items (judge-calibrate --selective --plan says how many), lower --agreement, or raise --delta."
+            )
+    return "\n".join(lines)
+
+
+def format_plan(sel: Selective) -> str:
+    """What ``judge-calibrate --selective --plan`` prints: per rule, the agreement observed on the held-out
+    items and how many such items a promise at it would need (:func:`plan_size`)."""
+    from judge.core.tables import text_table
+
+    plan = sel.fitted_on.get("plan") or {}
+    frac = plan.get("conformal_fraction") or 0.5
+    lines = [
+        f"Plan for a promise of {sel.agreement:.0%} agreement with probability >= {1 - sel.delta:.0%}: {plan.get('method')}.",
+    ]
+    for kind, unit in (("pointwise", "items"), ("pairwise", "pairs")):
+        rows = []
+        for key, p in (plan.get(kind) or {}).items():
+            need = p.get("needed")
+            rows.append(
+                [
+                    key,
+                    str(p.get("n")),
+                    f"{p.get('observed_agreement', 0):.3f}",
+                    "none (observed agreement not above the target)" if need is None else str(need),
+                    "-" if need is None or kind == "pairwise" else str(math.ceil(need / frac)),
+                ]
+            )
+        if rows:
+            lines += [
+                f"{kind.capitalize()}:",
+                text_table(
+                    [
+                        "criterion",
+                        f"held-out {unit}",
+                        "observed agreement",
+                        f"held-out {unit} needed",
+                        f"labelled items in all (held out: {frac:g})",
+                    ],
+                    rows,
+                ),  # fmt: skip
+            ]
+    lines.append(
+        "The observed agreement is itself an estimate: plan above the figure, and a threshold on the more "
+        "confident scores can need fewer items if they agree more often."
+    )
     return "\n".join(lines)
 
 
 __all__ = [
     "GRID",
+    "PLAN_METHOD",
     "fit_selective",
     "fixed_sequence_threshold",
+    "format_plan",
     "format_selective",
+    "plan_size",
     "grid_over",
     "human_preference",
     "min_testable",

@@ -63,6 +63,16 @@ def negative_spread(
     return -math.sqrt(max(var, 0.0))
 
 
+#: Rounding slack of the threshold comparison: a confidence this close below a threshold meets it.
+SLACK = 1e-12
+
+
+def meets(confidence: float, threshold: float) -> bool:
+    """Whether a confidence reaches a threshold: the one comparison fitting counts trusted items by and
+    scoring marks them by (``confidence >= threshold - SLACK``), so both agree at the threshold itself."""
+    return confidence >= threshold - SLACK
+
+
 #: The pointwise confidence measures by name, with the range their thresholds are searched in.
 POINTWISE_CONFIDENCE: dict[str, tuple[Confidence, tuple[float, float]]] = {
     "mass": (mass_within, (0.0, 1.0)),
@@ -122,7 +132,7 @@ class Selective(_Part):
         rule = self._rule(self.pointwise, criterion)
         if rule is None or rule.threshold is None:
             return False
-        return self.confidence_of(distribution, score) >= rule.threshold
+        return meets(self.confidence_of(distribution, score), rule.threshold)
 
     def trusted_pair(self, criterion: str | None, p_first_better: float) -> bool | None:
         """Whether the judge keeps this preference (None: no pairwise thresholds were fitted)."""
@@ -131,7 +141,7 @@ class Selective(_Part):
         rule = self._rule(self.pairwise, criterion)
         if rule is None or rule.threshold is None:
             return False
-        return pair_confidence(p_first_better) >= rule.threshold
+        return meets(pair_confidence(p_first_better), rule.threshold)
 
     def fingerprint(self) -> str:
         return content_fingerprint(self.model_dump(mode="json"))
@@ -174,9 +184,11 @@ __all__ = [
     "PAIRWISE_RANGE",
     "POINTWISE_CONFIDENCE",
     "SELECTIVE_FILE",
+    "SLACK",
     "Selective",
     "SelectiveRule",
     "mass_within",
+    "meets",
     "negative_spread",
     "pair_confidence",
     "read_selective",

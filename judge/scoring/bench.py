@@ -26,7 +26,9 @@ Out folder (``out``, default ``runs/bench``)::
 Bootstrap: ``bootstrap`` resamples of the benchmark's unit (items; for MLLM-as-a-Judge the image and
 instruction its rows share) drawn with replacement (:class:`judge.eval.bootstrap.ClusterBootstrap`, seeded
 with ``seed``, the benchmark, the file's mode and the metric mode), the headline numbers recomputed on
-each, and the 2.5th and 97.5th percentiles reported (null when fewer than half the resamples define it).
+each, and the 2.5th and 97.5th percentiles reported, with ``n_units`` (the units resampled) beside them: null
+when fewer than half the resamples define it, or when the resamples do not vary (one unit, or every unit
+right: :func:`judge.eval.bootstrap.sampled_interval`), never a zero-width interval.
 """
 
 from __future__ import annotations
@@ -248,6 +250,7 @@ def evaluate(
             "metrics": ev.metrics,
             "headline": {k: _plain(v) for k, v in ev.headline.items()},
             "intervals": bootstrap_intervals(ev, resamples, seed, (bm.name, data.mode, mode), level),
+            "n_units": len(set(ev.clusters)),
             "counts": ev.counts,
             "notes": ev.notes,
         }
@@ -262,7 +265,7 @@ def bootstrap_intervals(
     ev: Evaluation, resamples: int, seed: int, key: tuple[str, ...], level: float = LEVEL
 ) -> dict[str, list[float] | None]:
     """Percentile intervals of ``ev``'s headline numbers over cluster-bootstrap resamples of its rows."""
-    from judge.eval.bootstrap import ClusterBootstrap, percentile_interval, seeded_rng
+    from judge.eval.bootstrap import ClusterBootstrap, sampled_interval, seeded_rng
 
     n = len(ev.clusters)
     names = list(ev.headline)
@@ -278,7 +281,7 @@ def bootstrap_intervals(
         for k in names:
             v = stats.get(k)
             reps[k].append(np.nan if v is None else float(v))
-    return {k: percentile_interval(np.asarray(v), level) for k, v in reps.items()}
+    return {k: sampled_interval(np.asarray(v), level) for k, v in reps.items()}
 
 
 # ----------------------------------------------------------------------------- the judge's verdicts
@@ -484,8 +487,10 @@ def headline_rows(doc: dict[str, Any]) -> list[list[str]]:
     names = list(dict.fromkeys([*off["headline"], *st["headline"]]))
 
     def ci(mode: dict[str, Any], k: str) -> str:
-        iv = mode["intervals"].get(k)
-        return f"[{iv[0]:.4f}, {iv[1]:.4f}]" if iv else "-"
+        # n beside every interval; none where the resamples did not vary (a [x, x] would claim exactness).
+        iv, n = mode["intervals"].get(k), mode.get("n_units")
+        at = f"n={n}" if n is not None else "n unknown"
+        return f"[{iv[0]:.4f}, {iv[1]:.4f}] ({at})" if iv else f"- ({at}: no interval)"
 
     return [
         [k, _fmt(off["headline"].get(k)), ci(off, k), _fmt(st["headline"].get(k)), ci(st, k)] for k in names

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from judge.core.errors import ConfigError
+from judge.core.identity import RULE
 from judge.core.io import file_sha256
 from judge.eval.config import CalibrateConfig
 from judge.models.calibration import CALIBRATION_FILE, Calibration, write_calibration
@@ -35,6 +36,8 @@ class CalibrateResult:
     reliability: Path | None = None  #: the reliability diagram of the held-out items
     selective: Selective | None = None  #: the selective-evaluation thresholds (``selective``)
     selective_path: Path | None = None
+    #: how the human labels matched the scores (:meth:`judge.core.identity.LabelMatch.describe`)
+    labels: dict | None = None
 
 
 def calibrate_judge(cfg: CalibrateConfig) -> CalibrateResult:
@@ -49,6 +52,10 @@ def calibrate_judge(cfg: CalibrateConfig) -> CalibrateResult:
     from judge.eval.matching import human_items, load_score_file, match_scorer, split_by_metric
     from judge.eval.report import load_human
 
+    if cfg.plan and not cfg.selective:
+        raise ConfigError(
+            "`plan` (--plan) plans selective evaluation: give it with `selective` (--selective)"
+        )
     spec = resolve_judge(cfg.judge, calibration=False)  # the card's rubric, its hash checked
     card = spec.card
     if card is None:
@@ -71,10 +78,18 @@ def calibrate_judge(cfg: CalibrateConfig) -> CalibrateResult:
     ]
     if not judged:
         raise ConfigError(f"{scores}: no judge scores (metric judge) to calibrate on")
-    labelled = labelled_scores(match_scorer(judged[0], items, rubric))
+    matched = match_scorer(judged[0], items, rubric)
+    labelled = labelled_scores(matched)
+    found = matched.coverage["labels"]
     if not labelled:
         raise ConfigError(
-            f"no score in {scores} matches a human item of {', '.join(human)} (by id and criterion)"
+            f"no score in {scores} matches a human item of {', '.join(human)} ({RULE}, and criterion; "
+            f"e.g. {', '.join(found['unmatched_examples'])} match none)"
+        )
+    if found["unmatched"]:
+        logger.warning(
+            f"{found['unmatched']} of {found['labels']} labelled responses of {', '.join(human)} match no score "
+            f"in {scores} ({RULE}; e.g. {', '.join(found['unmatched_examples'])}): not fitted on"
         )
     cal = fit_calibration(
         labelled,
@@ -85,6 +100,7 @@ def calibrate_judge(cfg: CalibrateConfig) -> CalibrateResult:
         min_items=cfg.min_items,
         min_conformal=cfg.min_conformal,
         seed=cfg.seed,
+        force=cfg.force_method,
         human_files=[{"path": h, "sha256": file_sha256(h)} for h in human],
         scores_file=str(scores),
     )
@@ -100,6 +116,8 @@ def calibrate_judge(cfg: CalibrateConfig) -> CalibrateResult:
             tolerance=cfg.tolerance,
             confidence=cfg.confidence,
         )
+    if cfg.plan:  # a plan writes nothing: the judge folder keeps its calibration and thresholds
+        return CalibrateResult(cal, None, scores, None, sel, None)
     reliability = write_reliability(out / RELIABILITY, cal, labelled)
     path = write_calibration(cfg.judge, cal)
     card = read_card(cfg.judge)
@@ -133,7 +151,7 @@ def calibrate_judge(cfg: CalibrateConfig) -> CalibrateResult:
         card.selective = None
         sel_path.unlink(missing_ok=True)
     write_card(cfg.judge, card)
-    return CalibrateResult(cal, path, scores, reliability, sel, sel_path if sel is not None else None)
+    return CalibrateResult(cal, path, scores, reliability, sel, sel_path if sel is not None else None, found)
 
 
 def _score_raw(spec: JudgeSpec, human: list[str], path: Path, cfg: CalibrateConfig) -> None:

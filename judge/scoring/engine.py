@@ -227,15 +227,32 @@ def judge_criteria(rubric: Rubric, rec: PredictionRecord) -> list[str]:
     return fam.criterion_ids if fam is not None else [OVERALL]
 
 
+def default_family_criteria(family_criteria: Sequence[str], trained: Sequence[str] | None) -> list[str]:
+    """What a caller who names no criteria gets for one family: the criteria the judge was trained on
+    (``trained``, :func:`trained_criteria`; every one when its card does not say). A family none of whose
+    criteria it learned keeps ``overall``, marked untrained. The one rule of judge-score, :meth:`judge.Judge.score`
+    and ``/v1/score``; a criterion asked for by name is scored and its record says ``trained: false``."""
+    if trained is None:
+        return list(family_criteria)
+    return [c for c in family_criteria if c in trained] or [OVERALL]
+
+
 def select_criteria(
-    rubric: Rubric, rec: PredictionRecord, wanted: str | Sequence[str], position: int
+    rubric: Rubric,
+    rec: PredictionRecord,
+    wanted: str | Sequence[str] | None,
+    position: int,
+    trained: Sequence[str] | None = None,
 ) -> list[str]:
-    """The criteria of ``rec`` a caller asked for: ``"all"``, one id or a list (in the rubric's order,
-    ``overall`` last); a :class:`ConfigError` naming the item (1-based ``position``) for one its family lacks.
-    An item of an unknown family keeps ``overall`` (its record is unscorable)."""
+    """The criteria of ``rec`` a caller asked for: None (the judge's ``trained`` ones,
+    :func:`default_family_criteria`), ``"all"``, one id or a list (in the rubric's order, ``overall`` last);
+    a :class:`ConfigError` naming the item (1-based ``position``) for one its family lacks. An item of an
+    unknown family keeps ``overall`` (its record is unscorable)."""
     crits = judge_criteria(rubric, rec)
-    if wanted == "all" or rec.task not in rubric.families:
+    if rec.task not in rubric.families or wanted == "all":
         return crits
+    if wanted is None:
+        return default_family_criteria(crits, trained)
     wanted = [wanted] if isinstance(wanted, str) else list(wanted)
     unknown = [c for c in wanted if c not in crits]
     if unknown:
@@ -408,6 +425,9 @@ class JudgeEngine:
             raise ConfigError(f"`workers` must be 0 or more, got {workers}")
         self.spec = spec
         self.rubric = spec.rubric
+        #: the criteria the judge was trained on (None: every one, or its card does not say); the records of
+        #: the others say ``trained: false``
+        self.trained = trained_criteria(self.rubric, spec.card)
         self.processor = processor
         self.scorer = ExpectedScorer(model, processor, self.rubric.scale.values, packed=packed)
         self.share_prefix = share_prefix and not rationale
@@ -458,7 +478,7 @@ class JudgeEngine:
         code: str | None = None,
         max_patches: int | None = None,
     ) -> ScoreRecord:
-        common = dict(
+        common: dict[str, Any] = dict(
             id=rec.id,
             benchmark=rec.benchmark,
             task=rec.task,
@@ -467,6 +487,8 @@ class JudgeEngine:
             criterion=criterion,
             producer=dict(self.producer),
         )
+        if self.trained is not None and criterion not in self.trained:
+            common["trained"] = False  # asked for by name: the untrained model's reading, and said so
         if cs is None:
             return ScoreRecord(
                 **common, score=None, status="unscorable", reason=reason, details={"reason_code": code}

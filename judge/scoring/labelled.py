@@ -1,7 +1,8 @@
 """Human labels in a leaderboard: judge-only, human-only and prediction-powered means side by side.
 
 ``judge-score --labels FILE`` gives human scores for some of the scored responses (annotation records,
-matched to score records by ``model`` and ``id``; a label's value for a criterion is the mean over its
+matched to score records by :class:`judge.core.identity.LabelMatcher`: ``model`` and ``id``, or ``model``
+and ``question_id``; a label's value for a criterion is the mean over its
 annotators). On each board of :mod:`judge.scoring.leaderboard` a question's human value is built like
 the judge's score on it: the ``overall`` label, or on a ``criteria_mean`` board the mean of the labels of
 the criteria the judge's score averages (None unless every one is labelled).
@@ -43,6 +44,7 @@ from typing import Any
 import numpy as np
 
 from judge.core.errors import JudgeError
+from judge.core.identity import LabelMatch, LabelMatcher
 from judge.eval.ppi import MIN_LABELS, classical_mean, ppi_mean
 
 LEVEL = 0.95
@@ -54,21 +56,33 @@ LabelValues = dict[tuple[str, str], dict[str, float]]
 
 @dataclass
 class Labels:
-    """Human labels read by :func:`load_labels`; ``files`` as the summary names them."""
+    """Human labels read by :func:`load_labels`; ``files`` as the summary names them. ``values`` are keyed by
+    the label record's ``(model, id)``, ``questions`` gives a label's ``question_id`` (the two label styles of
+    :mod:`judge.core.identity`); :meth:`matched_to` re-keys them by the scored responses they label."""
 
     values: LabelValues
     files: list[str] = field(default_factory=list)
+    questions: dict[tuple[str, str], str] = field(default_factory=dict)
+
+    def match(self, judged: set[tuple[str, str]]) -> LabelMatch:
+        """Which scored response ``(model, id)`` each label labels (:class:`~judge.core.identity.LabelMatcher`)."""
+        return LabelMatcher(judged).match((m, i, self.questions.get((m, i))) for m, i in self.values)
+
+    def matched_to(self, judged: set[tuple[str, str]]) -> Labels:
+        """The labels keyed by the scored responses they label (those that label none left out)."""
+        found = self.match(judged)
+        values = {found.matched[(m, i, self.questions.get((m, i)))]: v for (m, i), v in self.values.items()
+                  if (m, i, self.questions.get((m, i))) in found.matched}  # fmt: skip
+        return Labels(values, self.files)
 
     def describe(self, judged: set[tuple[str, str]]) -> dict[str, Any]:
-        """The summary's ``labels`` block: how many labelled responses matched a judge record (by model and
-        id), and examples of those that did not."""
-        unmatched = sorted(k for k in self.values if k not in judged)
+        """The summary's ``labels`` block: how many labelled responses matched a judge record (by model and id,
+        or model and question_id), and examples of those that did not."""
+        d = self.match(judged).describe()
         return {
             "files": self.files,
-            "responses": len(self.values),
-            "matched": len(self.values) - len(unmatched),
-            "unmatched": len(unmatched),
-            "unmatched_examples": [f"{m}/{i}" for m, i in unmatched[:5]],
+            "responses": d["labels"],
+            **{k: v for k, v in d.items() if k != "labels"},
         }
 
 
@@ -79,6 +93,7 @@ def load_labels(paths: Sequence[str | Path], rubric=None) -> Labels:
     from judge.data.aggregate import aggregate_record
 
     values: LabelValues = {}
+    questions: dict[tuple[str, str], str] = {}
     where: dict[tuple[str, str], str] = {}
     for p in paths:
         for rec in load_annotations(p, rubric=rubric, check_images=False).records:
@@ -90,7 +105,9 @@ def load_labels(paths: Sequence[str | Path], rubric=None) -> Labels:
                 )
             where[key] = str(p)
             values[key] = {c: a.value for c, a in aggregate_record(rec, "mean").items()}
-    return Labels(values, [str(p) for p in paths])
+            if rec.question_id is not None:
+                questions[key] = rec.question_id
+    return Labels(values, [str(p) for p in paths], questions)
 
 
 def question_labels(

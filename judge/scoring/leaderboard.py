@@ -19,7 +19,8 @@ Per model of a board:
 * ``mean``: the mean of its scores over the questions it has a score for (``n`` of them): the
   ``value`` of the summary's ``judge.overall`` row of that model and group;
 * ``ci``: 95% percentile bootstrap interval of ``mean`` (2.5th and 97.5th percentile over the
-  resamples, :func:`judge.eval.bootstrap.percentile_interval`). Each resample draws as many questions
+  resamples, :func:`judge.eval.bootstrap.sampled_interval`: null where the resamples do not vary, as on
+  a board of one question or where every question got the same score, never a zero-width interval). Each resample draws as many questions
   as the board has (those with a score from any model) with replacement, and a model's resampled
   mean is the mean of its scores over the drawn questions, each counted as often as drawn; one
   resampling plan (:class:`judge.eval.bootstrap.ClusterBootstrap`, seeded with ``seed``, the
@@ -55,7 +56,7 @@ from typing import Any
 import numpy as np
 
 from judge.core.rubric import OVERALL
-from judge.eval.bootstrap import ClusterBootstrap, percentile_interval, seeded_rng
+from judge.eval.bootstrap import ClusterBootstrap, sampled_interval, seeded_rng
 from judge.eval.ppi import MIN_LABELS
 from judge.scoring.labelled import Labels, model_estimates, ppi_win_rate, question_labels
 
@@ -104,6 +105,9 @@ def build_leaderboard(
             by_board[(r["benchmark"], group)].append(r)
     boards: list[dict[str, Any]] = []
     skipped: list[dict[str, Any]] = []
+    judged = {(str(r["model"]), str(r["id"])) for r in records if r.get("metric") == "judge"}
+    # Every board reads the labels by the scored response they label (one rule: judge.core.identity).
+    matched = labels.matched_to(judged) if labels is not None else None
     for benchmark, group in sorted(by_board, key=lambda k: (k[0], k[1] == "all", k[1])):
         board = _board(
             benchmark,
@@ -113,7 +117,7 @@ def build_leaderboard(
             seed,
             level,
             question_map or {},
-            labels,
+            matched,
             (float(scale[0]), float(scale[1])) if scale else None,
             min_labels,
         )
@@ -128,9 +132,7 @@ def build_leaderboard(
         "skipped": skipped,
     }
     if labels is not None:
-        out["labels"] = labels.describe(
-            {(str(r["model"]), str(r["id"])) for r in records if r.get("metric") == "judge"}
-        )
+        out["labels"] = labels.describe(judged)
     return out
 
 
@@ -234,7 +236,7 @@ def _board(
                 "rank": int(point_rank[i]) if np.isfinite(point_rank[i]) else None,
                 "model": model,
                 "mean": means[i],
-                "ci": percentile_interval(boot[:, i], level),
+                "ci": sampled_interval(boot[:, i], level),
                 "rank_ci": _rank_interval(boot_rank[:, i], level) if np.isfinite(point_rank[i]) else None,
                 "n": int(mask[i].sum()),
                 "n_unscorable": sum(1 for v in qs.values() if v is None),
@@ -424,7 +426,7 @@ def _win_rates(
     for k, (i, j) in enumerate(pairs):
         n_shared, wins, ties = int(shared[:, k].sum()), int(won[:, k].sum()), int(tied[:, k].sum())
         rate = (wins + 0.5 * ties) / n_shared if n_shared else None
-        ci = percentile_interval(boot[:, k], level) if n_shared else None
+        ci = sampled_interval(boot[:, k], level) if n_shared else None
         cells[(i, j)] = _pair(ranked[i], ranked[j], rate, ci, wins, ties, n_shared - wins - ties, n_shared)
         # B against A: the same questions and resamples, wins and losses swapped.
         back_ci = [1.0 - ci[1], 1.0 - ci[0]] if ci else None

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from judge.core.atomic import atomic_write
+from judge.core.identity import RULE
 from judge.core.tables import md_table
 from judge.eval.ppi import MIN_LABELS
 from judge.scoring.leaderboard import LEVEL
@@ -96,12 +97,23 @@ def board_title(board: dict[str, Any]) -> str:
 BOUNDED = "†"
 
 
+def _ci(ci: list[float] | None, digits: int = 3) -> str:
+    """An interval, or what stands for one that sampled data cannot give (never a zero-width one)."""
+    return f"[{_num(ci[0], digits)}, {_num(ci[1], digits)}]" if ci else "[no interval]"
+
+
 def _mean_ci(m: dict[str, Any]) -> str:
     if m.get("mean") is None:
         return "-"
-    ci = m["ci"]
     mark = BOUNDED if m.get("bounded") else ""
-    return _num(m["mean"]) + (f" [{_num(ci[0])}, {_num(ci[1])}]" if ci else "") + mark
+    return f"{_num(m['mean'])} {_ci(m['ci'])}{mark}"
+
+
+def ranked_by(board: dict[str, Any]) -> str:
+    """What a board's ranks, rank ranges and win rates follow, in words (every table says it)."""
+    if board.get("ranked_by") == "ppi":
+        return "the prediction-powered (PPI) mean"
+    return "the judge-only mean"
 
 
 def board_table(board: dict[str, Any], level: float = LEVEL) -> tuple[list[str], list[list[Any]]]:
@@ -116,7 +128,13 @@ def board_table(board: dict[str, Any], level: float = LEVEL) -> tuple[list[str],
             hum, est = r.get("human") or {}, r.get("ppi") or {}
             row += [
                 _mean_ci(hum) + f" (n={hum.get('n_labelled', 0)})" if hum else "-",
-                (_mean_ci(est) if est.get("mean") is not None else f"- ({est['reason']})") if est else "-",
+                (
+                    _mean_ci(est) + f" (n={est.get('n_labelled', 0)})"
+                    if est.get("mean") is not None
+                    else f"- ({est['reason']})"
+                )
+                if est
+                else "-",
             ]
         body.append([*row, _rank_range(r["rank_ci"]), r["n"], r["n_unscorable"]])
     means = [f"judge-only mean [{level:.0%} CI]"]
@@ -129,7 +147,7 @@ def board_markdown(board: dict[str, Any], level: float = LEVEL) -> str:
     """One board: the ranked table, then the win-rate matrix (row model against column model)."""
     ppi = board.get("ranked_by") == "ppi"
     labelled = any("ppi" in r for r in board["models"])
-    head = f"### {board_title(board)}\n\n"
+    head = f"### {board_title(board)}\n\nRanked by {ranked_by(board)}.\n\n"
     if board["basis"] != "overall":
         head += "Ranked on the per-question mean of the scored criteria (no `overall` scores here).\n\n"
     if labelled and not ppi:
@@ -165,15 +183,14 @@ def _win_cell(w: dict[str, Any]) -> str:
     """A win-rate matrix cell: the rate and its questions; a PPI rate also its interval and labelled
     questions, and the judge-only rate when too few are labelled for PPI."""
     if "judge_win_rate" not in w:
-        return f"{_num(w['win_rate'], 2)} (n={w['n_shared']})"
+        return f"{_num(w['win_rate'], 2)} {_ci(w['ci'], 2)} (n={w['n_shared']})"
     if w["win_rate"] is None:
-        return f"- (judge only {_num(w['judge_win_rate'], 2)}; n={w['n_shared']}, {w['n_labelled']} labelled)"
-    ci = w["ci"]
+        return (
+            f"- (judge only {_num(w['judge_win_rate'], 2)} {_ci(w.get('judge_ci'), 2)}; n={w['n_shared']}, "
+            f"{w['n_labelled']} labelled)"
+        )
     mark = BOUNDED if w.get("bounded") else ""
-    return (
-        f"{_num(w['win_rate'], 2)} [{_num(ci[0], 2)}, {_num(ci[1], 2)}]{mark} "
-        f"(n={w['n_shared']}, {w['n_labelled']} labelled)"
-    )
+    return f"{_num(w['win_rate'], 2)} {_ci(w['ci'], 2)}{mark} (n={w['n_shared']}, {w['n_labelled']} labelled)"
 
 
 def leaderboard_markdown(lb: dict[str, Any], *, compact: bool = False) -> list[str]:
@@ -198,13 +215,16 @@ def leaderboard_markdown(lb: dict[str, Any], *, compact: bool = False) -> list[s
         f"({lb['resamples']} resamples, seed {lb['seed']}, the same resamples for every model of a board), "
         "the rank range the same percentiles of the model's rank over those resamples. Win rate: the share "
         "of the n questions both models have a score for where the row model's score is higher, ties "
-        "counted half. Also in leaderboard.csv, win_rates.csv and leaderboard.png.",
+        "counted half, with its interval under the same resamples. [no interval]: the resamples did not vary (one "
+        "question, or the same score on every question), so sampled data give no honest interval; each board "
+        "says what it is ranked by. Also in leaderboard.csv, win_rates.csv and leaderboard.png.",
     ]
     labels = lb.get("labels")
     if labels:
         parts += [
             "",
-            f"Human labels: {labels['matched']} labelled responses matched a judge score (by model and id), "
+            f"Human labels: {labels['matched']} of {labels['responses']} labelled responses matched a judge "
+            f"score ({RULE}), "
             f"from {', '.join(f'`{f}`' for f in labels['files'])}"
             + (
                 f"; {labels['unmatched']} did not (e.g. {', '.join(labels['unmatched_examples'])})"

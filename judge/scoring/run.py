@@ -36,6 +36,7 @@ import torch
 
 from judge.benchmarks import needs_judge, score_predictions
 from judge.core.errors import ConfigError, JudgeError
+from judge.core.identity import RULE
 from judge.core.rubric import Rubric, load_rubric
 from judge.core.schema import PredictionRecord
 from judge.models.card import JudgeCard
@@ -365,8 +366,12 @@ def _finish(
     lab = summary["leaderboard"].get("labels")
     if lab and lab["unmatched"]:
         logger.warning(
-            f"`labels`: {lab['unmatched']} labelled response(s) match no judge score of this run by model and id "
-            f"(e.g. {', '.join(lab['unmatched_examples'])})"
+            f"`labels`: {lab['unmatched']} of {lab['responses']} labelled response(s) match no judge score of "
+            f"this run ({RULE}; e.g. {', '.join(lab['unmatched_examples'])})"
+        )
+    elif lab:
+        logger.info(
+            f"`labels`: {lab['matched']} of {lab['responses']} labelled responses matched a judge score"
         )
     files.update(write_summary(job.out_dir, summary))
     return files, summary

@@ -341,10 +341,20 @@ def render_markdown(summary: dict[str, Any], *, compact: bool = False) -> str:
     ]
     if "trusted" in c:
         sel = (run.get("identity") or {}).get("selective")
+        # Escalated: confidence below the criterion's threshold, or no threshold certified at all (then
+        # nothing is trusted). The summary cannot tell the two apart per score; with none trusted it says both.
+        why = (
+            "either no threshold passed when judge-calibrate --selective fitted them (its table says 'none'; "
+            "label more items: judge-calibrate --selective --plan says how many, or lower --agreement) or "
+            "every score's confidence fell below its criterion's threshold"
+            if not c["trusted"]
+            else "the judge's confidence below its criterion's threshold, or no threshold passed for that "
+            "criterion"
+        )
         parts += [
             "",
-            f"Selective evaluation: {c['trusted']} scores trusted, {c['escalated']} escalated to a human (the "
-            "judge's confidence below its threshold; judge-calibrate --selective"
+            f"Selective evaluation: {c['trusted']} scores trusted, {c['escalated']} escalated to a human ({why}; "
+            "judge-calibrate --selective"
             + (f", thresholds {str(sel)[:12]}" if sel else "")
             + "). Trusted and escalated per model and criterion in summary.csv (n_trusted, n_escalated).",
         ]
@@ -474,7 +484,7 @@ def render_console(summary: dict[str, Any]) -> str:
             header, rows = lbf.board_table(board)
             parts += [
                 "",
-                f"leaderboard, {lbf.board_title(board)}:",
+                f"leaderboard, {lbf.board_title(board)}, ranked by {lbf.ranked_by(board)}:",
                 text_table(header, [[cell(x) for x in r] for r in rows]),
             ]
     overall = [r for r in summary.get("metrics") or [] if r["level"] == "overall" and r["mode"] != "judge"]

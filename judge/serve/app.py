@@ -29,6 +29,7 @@ from pydantic import BaseModel, ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from judge.core.hosts import HostGuard, HostPolicy
 from judge.serve.admission import ChatGate, GateFull, GateTimeout, arrived
 from judge.serve.batcher import Batcher, Dropped, QueueFull, Stopped, Ticket, UnitResult
 from judge.serve.body import (
@@ -42,6 +43,7 @@ from judge.serve.body import (
     parse_json,
     structure_budget,
 )
+from judge.serve.image_places import CHAT, REWARD, SCORE, misplaced_long_string, misplaced_message
 from judge.serve.metrics import CONTENT_TYPE
 from judge.serve.openapi import ScoreRequest, components, request_body
 from judge.serve.reward import PER_QUERY, RewardRequest
@@ -55,6 +57,10 @@ B = TypeVar("B", bound=BaseModel)
 PUBLIC_ROUTES = {"/health"}
 #: OpenRLHF's remote reward model path, and the same under /v1/.
 REWARD_ROUTES = ("/get_reward", "/v1/reward")
+#: The routes that read images, by their kind of image places (:mod:`judge.serve.image_places`).
+IMAGE_ROUTES = {"/v1/chat/completions": CHAT, "/v1/score": SCORE}
+#: Set in the scope by the Guard when the byte guard spared a long ``data:`` string: the string bound.
+SPARED_DATA_URLS = "judge.spared_data_urls"
 TIMEOUT_HEADER = "x-request-timeout"
 #: What the request counter records for a client that hung up before it was answered (nginx's code).
 CLIENT_CLOSED = 499
@@ -64,10 +70,12 @@ CLIENT_CLOSED = 499
 _KINDS = {
     400: ("invalid_request_error", "invalid_json"),
     401: ("authentication_error", "invalid_api_key"),
+    403: ("permission_error", "forbidden_origin"),
     404: ("not_found_error", "not_found"),
     405: ("invalid_request_error", "method_not_allowed"),
     413: ("invalid_request_error", "request_too_large"),
     415: ("invalid_request_error", "unsupported_media_type"),
+    421: ("invalid_request_error", "misdirected_request"),
     422: ("invalid_request_error", "invalid_request"),
     429: ("rate_limit_error", "rate_limit_exceeded"),
     503: ("server_error", "service_unavailable"),
@@ -107,6 +115,11 @@ def create_app(service: JudgeService, *, load: bool = True) -> FastAPI:
     chats = ChatGate(service.cfg.max_chat_concurrency, service.cfg.max_chat_queue)
 
     app.add_middleware(Guard, service=service)
+    # Outermost (added last): a foreign Host or Origin, or a body that is not JSON, is refused first.
+    policy = HostPolicy(service.cfg.host, service.cfg.allowed_host)
+    app.add_middleware(
+        HostGuard, policy=policy, respond=lambda r: error(r.status, r.message, param=r.header, code=r.code)
+    )
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError):
@@ -338,6 +351,8 @@ class Guard:
                     await error(413, strings.refusal(), code="string_too_long")(scope, receive, sending)
                     return
                 more = message.get("more_body", False)
+            if strings is not None and strings.spared:  # the route checks where those strings are
+                scope[SPARED_DATA_URLS] = string_limit
             body: bytes | None = b"".join(chunks)
 
             async def replay():
@@ -435,6 +450,13 @@ async def _json_body(request: Request, per_query: Sequence[str] = ()) -> dict[st
         return error(e.status, str(e), param=e.param, code=e.code)
     if not isinstance(body, dict):
         return error(422, f"the request body must be a JSON object (got {type(body).__name__})")
+    limit = request.scope.get(SPARED_DATA_URLS)
+    if limit is not None:  # a long data: string got past the byte guard: only an image place may hold it
+        path = request.scope["path"]
+        kind = IMAGE_ROUTES.get(path, REWARD if path in REWARD_ROUTES else None)
+        field = await run_in_threadpool(misplaced_long_string, body, kind, limit)
+        if field is not None:
+            return error(413, misplaced_message(field, limit), param=field, code="string_too_long")
     if may_hold_surrogates(raw):
         checked = {k: v for k, v in body.items() if k not in per_query}
         bad = await run_in_threadpool(find_lone_surrogate, checked)

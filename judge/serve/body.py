@@ -149,6 +149,16 @@ class StringRuns:
         self.tag: int | None = _UNSET  #: its image tag (:func:`_image_tag`), once known
         self.before: list[tuple[bytes, int, int | None] | None] = [None, None]  #: the two runs before it
         self.backslash = False  #: whether the last chunk ended in a backslash
+        #: whether a run over the limit was spared as a data URL: the parsed body then goes through
+        #: :func:`misplaced_long_string`, which keeps the exemption to where the route reads an image
+        self.spared = False
+
+    def _over(self, length: int, tag: int | None) -> bool:
+        """Whether a run of ``length`` bytes with image tag ``tag`` breaks the bound (noting a spared one)."""
+        if length <= self.limit:
+            return False
+        self.spared = self.spared or tag is not None
+        return tag is None
 
     def _ongoing_tag(self, complete: bool = False) -> int | None:
         if self.tag != _UNSET:
@@ -176,7 +186,7 @@ class StringRuns:
         self.run += len(first)
         if len(self.head) < _KEEP:
             self.head += first[: _KEEP - len(self.head)]
-        if self.run > self.limit and self._ongoing_tag() is None:
+        if self.run > self.limit and self._over(self.run, self._ongoing_tag()):
             return False
         if len(pieces) == 1:
             return True
@@ -201,7 +211,7 @@ class StringRuns:
         middle = pieces[1:-1]
         if middle and len(max(middle, key=len)) > self.limit:
             for j, piece in enumerate(middle, 1):
-                if len(piece) > self.limit and tags.get(j) is None:
+                if self._over(len(piece), tags.get(j)):
                     return False
         n = len(pieces) - 1
         self.before = [run_info(n - 2), run_info(n - 1)]
@@ -209,7 +219,7 @@ class StringRuns:
         last = pieces[-1]
         self.run, self.head = len(last), last[:_KEEP]
         self.tag = tags[n] if n in tags else _UNSET
-        return not (self.run > self.limit and self._ongoing_tag() is None)
+        return not (self.run > self.limit and self._over(self.run, self._ongoing_tag()))
 
     def refusal(self) -> str:
         return (

@@ -49,8 +49,10 @@ class ScoreRequest(BaseModel):
         description="items in the canonical prediction form (ScoreItem: a PredictionRecord whose `benchmark` "
         "may be left out) or MMIE's (MmieItem)"
     )
-    criteria: Literal["all"] | Annotated[list[str], Field(min_length=1)] = Field(
-        "all", description='"all", or a non-empty list of criterion ids'
+    criteria: Literal["all"] | Annotated[list[str], Field(min_length=1)] | None = Field(
+        None,
+        description='left out: the criteria the judge was trained on (its card\'s data.criteria); "all", or a '
+        "non-empty list of criterion ids: those, each one the judge was not trained on marked `trained: false`",
     )
     timeout: float | None = Field(None, gt=0, description="seconds; shortens the server's --timeout-s")
 

@@ -420,7 +420,7 @@ class JudgeService:
     def records(
         self,
         items: Sequence[Any],
-        criteria: str | Sequence[str],
+        criteria: str | Sequence[str] | None,
         images: RequestImages,
         *,
         intake: ImageIntake | None = None,
@@ -472,10 +472,14 @@ class JudgeService:
             out.append((rec, self._criteria(rec, criteria, i)))
         return out
 
-    def _criteria(self, rec: PredictionRecord, wanted: str | Sequence[str], i: int) -> list[str]:
+    def _criteria(self, rec: PredictionRecord, wanted: str | Sequence[str] | None, i: int) -> list[str]:
         fam = self.rubric.families.get(rec.task)
         if fam is None:  # the engine answers it as unscorable (unknown_family), as judge-score does
             return [OVERALL]
+        if wanted is None:  # not given: what the judge was trained on, as judge-score and Judge.score choose
+            from judge.scoring.engine import default_family_criteria
+
+            return default_family_criteria(fam.criterion_ids, getattr(self.engine, "trained", None))
         if wanted == "all":
             return list(fam.criterion_ids)
         unknown = [c for c in wanted if c not in fam.criterion_ids]
@@ -512,6 +516,9 @@ def result_of(rec: PredictionRecord, records: list[ScoreRecord], images: Request
             "distribution": r.distribution,
             **({k: getattr(r, k) for k in _CALIBRATED} if r.interval is not None else {}),
             **({"trusted": r.trusted} if r.trusted is not None else {}),
+            **(
+                {"trained": r.trained} if r.trained is not None else {}
+            ),  # false: a criterion it never learned
             "status": r.status,
             "reason": images.scrub(r.reason),
             "details": r.details,

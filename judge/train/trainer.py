@@ -38,7 +38,7 @@ from typing import Any
 
 from judge.core.errors import ConfigError, JudgeError
 from judge.core.rubric import load_rubric
-from judge.data.config import DataSections
+from judge.data.config import DataSections, check_data_paths
 from judge.train.config import RunConfig, load_run_config, override_run_config
 from judge.train.judge_folder import judge_card, save_judge
 from judge.train.launch import (
@@ -444,6 +444,8 @@ def train_judge(
         config_path, cfg = None, override_run_config(config, overrides)
     else:
         config_path, cfg = load_run_config(config, overrides)
+    if data_dir is None:  # a missing annotation file fails now, not after the model has loaded
+        check_data_paths(cfg.data, config_path)
     process_state()
     from judge.models.loading import check_model_source
 

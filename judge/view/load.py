@@ -128,6 +128,8 @@ class ViewData:
     files: list[str] = field(default_factory=list)  #: the files read
     #: family -> its criteria in the rubric's order (overall last), when the run's rubric can be read
     criteria: dict[str, list[str]] = field(default_factory=dict)
+    #: the human labels matched to the run's items (:meth:`judge.core.identity.LabelMatch.describe`)
+    labels: dict[str, Any] | None = None
 
 
 def load_view(cfg: ViewConfig) -> ViewData:
@@ -288,12 +290,15 @@ def content_of(rec: PredictionRecord, roots: ImageRoots) -> dict[str, list[dict[
 def _attach_human(
     view: ViewData, items: dict[ItemKey, ViewItem], paths: list[str], explicit: set[str]
 ) -> None:
+    from judge.core.identity import LabelMatch, LabelMatcher
     from judge.core.io import load_annotations
     from judge.data.aggregate import aggregate_record
 
     by_model_id: dict[tuple[str, str], list[ViewItem]] = defaultdict(list)
     for item in items.values():
         by_model_id[(item.model, item.id)].append(item)
+    matcher = LabelMatcher(by_model_id)  # one rule for every command (judge.core.identity)
+    total = LabelMatch()
     seen: set[str] = set()
     for p in paths:
         if p in seen:
@@ -308,11 +313,19 @@ def _attach_human(
         if res.errors and p in explicit and not res.records:
             raise JudgeError(f"`human` {p}: no valid annotation records ({res.errors[0]})")
         view.files.append(p)
+        found = matcher.match((rec.model, rec.id, rec.question_id) for rec in res.records)
+        total.matched.update(found.matched)
+        total.unmatched += found.unmatched
         for rec in res.records:
-            for item in by_model_id.get((rec.model, rec.id), []):
+            response = found.matched.get((rec.model, rec.id, rec.question_id))
+            for item in by_model_id.get(response, []) if response is not None else []:
                 item.human = {a: dict(s) for a, s in rec.scores.items()}
                 item.human_mean = {c: a.value for c, a in aggregate_record(rec, "mean").items()}
                 item.rationale = dict(rec.rationale) if rec.rationale else None
+    if total.n_labels:
+        view.labels = total.describe()
+        if total.unmatched:
+            view.warnings.append(f"human labels: {total.sentence('an item of the run')}")
 
 
 def _attach_audit(view: ViewData, items: dict[ItemKey, ViewItem], audit_dir: Path) -> None:

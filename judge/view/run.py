@@ -36,7 +36,7 @@ def view_run(cfg: ViewConfig, *, on_ready: Callable[[str], None] | None = None) 
     from judge.view.server import make_server
 
     try:
-        server = make_server(view, cfg.host, cfg.port, cfg.thumbnail)
+        server = make_server(view, cfg.host, cfg.port, cfg.thumbnail, cfg.allowed_host)
     except OSError as e:
         raise JudgeError(
             f"cannot listen on {cfg.host}:{cfg.port} (`host`, `port`): {e.strerror or e}"

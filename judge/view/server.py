@@ -6,6 +6,11 @@ root ``<root>`` by :func:`judge.core.images.resolve_image` (the check ``judge-se
 use: a path that leaves its root, through ``..`` or a symlink, is refused) and opened by
 :func:`judge.core.images.open_image` (byte and pixel limits, a full decode), then sent as a thumbnail: a
 file that is not an image is never sent, whatever its name.
+
+Before any file or image, every request passes :class:`judge.core.hosts.HostPolicy` (the check
+``judge-serve`` makes): a Host that is not a loopback name or an ``--allowed-host`` is a 421, a foreign
+Origin or a cross-site load (``Sec-Fetch-Site``) a 403, so a page whose name is rebound to 127.0.0.1 (DNS
+rebinding), or one that includes ``data/index.js`` as a script, reads nothing.
 """
 
 from __future__ import annotations
@@ -13,12 +18,14 @@ from __future__ import annotations
 import logging
 import socket
 import threading
+from collections.abc import Sequence
 from functools import lru_cache
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import unquote, urlsplit
 
 from judge.core.errors import ImageError
+from judge.core.hosts import HostPolicy
 from judge.view.load import ViewData
 from judge.view.site import IMAGE_SUFFIX, site_files, thumbnail
 
@@ -40,8 +47,11 @@ CACHED_IMAGES = 4096
 class ViewServer(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, view: ViewData, side: int, address: tuple[str, int]):
+    def __init__(
+        self, view: ViewData, side: int, address: tuple[str, int], allowed_hosts: Sequence[str] = ()
+    ):
         self.address_family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
+        self.hosts = HostPolicy(address[0], allowed_hosts)
         self.view, self.side = view, side
         self.files = site_files(view)
         self.image = lru_cache(maxsize=CACHED_IMAGES)(self._image)
@@ -64,6 +74,18 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args) -> None:  # noqa: A002 (the base class's name)
         logger.debug("judge-view: " + format % args)
 
+    def parse_request(self) -> bool:
+        # Every method, before its handler: a foreign Host or Origin (DNS rebinding, another site's page).
+        if not super().parse_request():
+            return False
+        headers = {k.lower(): self.headers.get_all(k, []) for k in set(self.headers.keys())}
+        refusal = self.server.hosts.refusal(self.command, headers)
+        if refusal is not None:
+            self.close_connection = True
+            self._error(HTTPStatus(refusal.status), refusal.message)
+            return False
+        return True
+
     def do_HEAD(self) -> None:
         self._answer(head=True)
 
@@ -84,6 +106,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", TYPES.get(suffix, "application/octet-stream"))
         self.send_header("Content-Length", str(len(body)))
         self.send_header("Content-Security-Policy", CSP)
+        # Another site's page may not embed what it could not fetch (a browser without Fetch Metadata).
+        self.send_header("Cross-Origin-Resource-Policy", "same-origin")
         self.send_header("X-Content-Type-Options", "nosniff")
         self.send_header("Cache-Control", "no-cache")
         self.end_headers()
@@ -113,9 +137,12 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
 
-def make_server(view: ViewData, host: str, port: int, side: int) -> ViewServer:
-    """The server, bound (``port`` 0: a free port) but not yet serving."""
-    return ViewServer(view, side, (host, port))
+def make_server(
+    view: ViewData, host: str, port: int, side: int, allowed_hosts: Sequence[str] = ()
+) -> ViewServer:
+    """The server, bound (``port`` 0: a free port) but not yet serving. It answers requests naming a
+    loopback name, ``host`` or one of ``allowed_hosts`` only (:mod:`judge.core.hosts`)."""
+    return ViewServer(view, side, (host, port), allowed_hosts)
 
 
 def serve_in_thread(server: ViewServer) -> threading.Thread:

@@ -214,14 +214,26 @@ def _plots(view: ViewData) -> list[tuple[str, str, Path]]:
 
 
 def _summary(view: ViewData, plots: list[tuple[str, str, Path]]) -> dict[str, Any]:
-    """The first page: the run, its leaderboard, the report's main table and the audit's headline."""
+    """The first page: the verdicts (:mod:`judge.view.verdict`), the run (its calibration named by method),
+    its leaderboard, the report's main table and its calibration, selective and PPI checks, the audit's
+    headline."""
+    from judge.view.verdict import calibration_name, judge_scorer, read_run_files, run_verdicts
+
     run, ident = view.run, view.run.get("identity") or {}
+    # The verdicts read the report and audit already loaded, and the judge folder run.json names.
+    files = read_run_files(score=view.run_dir)
+    files.report, files.audit = view.report, view.audit
+    files.paths = [
+        str(d / f)
+        for d, f in ((view.report_dir, "report.json"), (view.audit_dir, "audit.json"))
+        if d is not None
+    ] + files.paths
     records = [r for item in view.items for r in item.records]
     judged = [r for r in records if r.get("metric") == "judge"]
     facts = [
         ["judge", str(ident.get("judge") or "none (rule-based metrics only)")],
         ["rubric", f"{ident.get('rubric')} ({str(ident.get('rubric_hash') or '')[:12]})"],
-        ["calibration", str(ident.get("calibration") or "none (raw read-out)")],
+        ["calibration", calibration_name(files) or "none (raw read-out)"],
         ["inputs", ", ".join(i.get("path", "") for i in run.get("inputs") or [])],
         ["items", str(len(view.items))],
         ["score records", f"{len(records)} ({len(judged)} judge scores)"],
@@ -229,17 +241,21 @@ def _summary(view: ViewData, plots: list[tuple[str, str, Path]]) -> dict[str, An
         ["items with human scores", str(sum(1 for i in view.items if i.human_mean))],
         ["finished", str(run.get("finished") or run.get("status") or "-")],
     ]
-    sections: list[dict[str, Any]] = [
-        {"title": f"Run {view.run_dir}", "tables": [{"columns": ["", ""], "rows": facts}]}
-    ]
-    from judge.scoring.leaderboard_files import board_table, board_title
+    sections: list[dict[str, Any]] = []
+    verdicts = run_verdicts(files)
+    if verdicts:
+        sections.append(_verdict_section(verdicts, files.paths))
+    sections.append({"title": f"Run {view.run_dir}", "tables": [{"columns": ["", ""], "rows": facts}]})
+    from judge.scoring.leaderboard_files import board_table, board_title, ranked_by
 
     boards = ((view.summary or {}).get("leaderboard") or {}).get("boards") or []
     if boards:
         tables = []
         for board in boards:
             cols, body = board_table(board)
-            tables.append({"caption": board_title(board), "columns": cols, "rows": body})
+            # The caption says what the board is ranked by: the all-tasks board may follow PPI, a task's the judge.
+            caption = f"{board_title(board)}: ranked by {ranked_by(board)}"
+            tables.append({"caption": caption, "columns": cols, "rows": body})
         sections.append(
             {
                 "title": "Leaderboard",
@@ -277,6 +293,7 @@ def _summary(view: ViewData, plots: list[tuple[str, str, Path]]) -> dict[str, An
                 "plots": [p for p in plots if p[0].startswith("plots/report-")],
             }
         )
+        sections += _check_sections(view.report, judge_scorer(files))
     if view.audit is not None:
         from judge.audit.report import HEADLINE_HEADERS, AuditData, headline_rows
 
@@ -297,6 +314,42 @@ def _summary(view: ViewData, plots: list[tuple[str, str, Path]]) -> dict[str, An
     for s in sections:
         s["plots"] = [{"src": src, "caption": cap} for src, cap, _ in s.get("plots", [])]
     return {"sections": sections, "warnings": view.warnings}
+
+
+def _verdict_section(verdicts: list[Any], paths: list[str]) -> dict[str, Any]:
+    """The verdicts (:mod:`judge.view.verdict`, the demo's last screen): each headline, then the lines behind it."""
+    return {
+        "title": "Verdict",
+        "notes": ["every figure read from " + ", ".join(paths)] if paths else [],
+        "tables": [
+            {
+                "caption": "in brief",
+                "columns": ["", "verdict"],
+                "rows": [[v.topic, v.headline] for v in verdicts],
+            },
+            {
+                "caption": "why",
+                "columns": ["", "from the files"],
+                "rows": [[v.topic, d] for v in verdicts for d in v.details],
+            },
+        ],
+    }
+
+
+def _check_sections(report: dict[str, Any], scorer: str | None) -> list[dict[str, Any]]:
+    """The report's calibration, selective-evaluation and PPI checks of the run's judge, as the demo's recap
+    prints them (:mod:`judge.view.recap`); a check the report has not is left out."""
+    from judge.view.recap import calibration_lines, ppi_lines, selective_lines
+
+    out = []
+    for key, title, lines in (
+        ("calibration", "Calibration on held-out items (judge-report)", calibration_lines),
+        ("selective", "Selective evaluation on held-out items (judge-report)", selective_lines),
+        ("ppi", "Prediction-powered inference check (judge-report)", ppi_lines),
+    ):
+        if scorer is not None and any(c.get("scorer") == scorer for c in report.get(key) or []):
+            out.append({"title": f"{title}: {scorer}", "notes": lines(report, scorer)})
+    return out
 
 
 def _js(call: str, payload: Any, *args: Any) -> bytes:

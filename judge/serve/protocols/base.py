@@ -15,7 +15,6 @@ conversation with an assistant turn or several user messages is no tool's gradin
 
 from __future__ import annotations
 
-import re
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -87,8 +86,13 @@ class Prompt:
 
 
 def _image_numbers(text: str) -> dict[int, int]:
-    """Position of each image marker -> its index among the images."""
-    return {pos: k for k, pos in enumerate(i for i, ch in enumerate(text) if ch == IMAGE)}
+    """Position of each image marker -> its index among the images (``str.find``: C speed on long text)."""
+    out: dict[int, int] = {}
+    pos = text.find(IMAGE)
+    while pos >= 0:
+        out[pos] = len(out)
+        pos = text.find(IMAGE, pos + 1)
+    return out
 
 
 def _strip(parts: Content) -> Content:
@@ -104,44 +108,105 @@ def text_of(parts: Content) -> str:
     return "".join(p["text"] for p in parts if p["type"] == "text")
 
 
-def fields(prompt: Prompt, markers: Sequence[str], *, end: str | None = None) -> list[tuple[int, int]]:
-    """Spans of the user text between consecutive ``markers`` (regular expressions, found in order, each
-    after the previous one), the last field running to ``end`` (a pattern searched after it) or to the end
-    of the text. Raises :class:`ProtocolError` when a marker is missing."""
-    spans: list[tuple[int, int]] = []
-    pos = 0
-    starts: list[int] = []
-    for pattern in markers:
-        m = re.compile(pattern).search(prompt.text, pos)
-        if m is None:
-            raise ProtocolError(f"the prompt has no {_shown(pattern)} where its template puts one")
-        if starts:
-            spans.append((starts[-1], m.start()))
-        starts.append(m.end())
-        pos = m.end()
-    stop = len(prompt.text)
+@dataclass(frozen=True)
+class Fields:
+    """Where a template's slots lie in the user text: ``spans`` (one per marker, the text after it up to
+    the next marker), ``head`` (the text before the first marker) and ``tail`` (from the end marker on):
+    head and tail are the template's fixed parts, where its instructions and scale are read."""
+
+    spans: list[tuple[int, int]]
+    head: str
+    tail: str
+
+
+def fields(
+    prompt: Prompt,
+    forward: Sequence[str],
+    backward: Sequence[str] = (),
+    *,
+    end: str | None = None,
+    free_response: bool = False,
+) -> Fields:
+    """Split the user text at a template's fixed markers (plain strings; linear time, no pattern).
+
+    The markers, ``forward`` then ``backward`` (in template order; the names say where the evaluated
+    response's slot lies: after the last forward marker), must split the text one way only. The first
+    marker is the first in the text (only the template's fixed head precedes it) and ``end`` (the
+    template's closing marker, after which no slot follows) the last; each marker between them is placed
+    both as early as the text allows (``find`` from the start) and as late (``rfind`` from the end). Where
+    the two placements differ, a slot quotes its own template's separators (a response A that writes
+    "end A, start B" and text after it, a question quoting the next field's heading) and the fields could
+    be read more than one way: that is refused, naming the marker, rather than guessed. So no slot can
+    shift another slot's boundary. Raises :class:`ProtocolError` naming a missing or repeated marker.
+
+    ``free_response`` (the single-response templates): the evaluated response, the slot after the last
+    forward marker, may hold any text, its own template's markers included, and is never refused for it,
+    so a model under evaluation cannot make its own grading fail. Its opening marker is taken at its first
+    placement and the markers after it (``backward``, ``end``) at their last, so the response stays whole;
+    the markers before it must still split the text before that opening one way only."""
+    text = prompt.text
+    marks = [*forward, *backward]
+    first = text.find(marks[0])
+    if first < 0:
+        raise ProtocolError(f"the prompt has no {_shown(marks[0])} where its template puts one")
+    low = first + len(marks[0])
+    stop = len(text)
     if end is not None:
-        m = re.compile(end).search(prompt.text, pos)
-        if m is None:
+        stop = text.rfind(end, low)
+        if stop < 0:
             raise ProtocolError(f"the prompt has no {_shown(end)} where its template puts one")
-        stop = m.start()
-    spans.append((starts[-1], stop))
-    return spans
+    early = [first]
+    for prev, marker in zip(marks, marks[1:], strict=False):
+        i = text.find(marker, early[-1] + len(prev), stop)
+        if i < 0:
+            raise ProtocolError(f"the prompt has no {_shown(marker)} where its template puts one")
+        early.append(i)
+    late: list[int] = []
+    limit = stop
+    for marker in reversed(marks[1:]):
+        limit = text.rfind(marker, low, limit)  # exists: the early placement is one
+        late.append(limit)
+    late = [first, *late[::-1]]
+    checked = len(marks)
+    if free_response:
+        opening = len(forward) - 1  # the response's opening marker: its first placement
+        checked = opening
+        limit = early[opening]
+        late_before: list[int] = []
+        for marker in reversed(marks[1:opening]):
+            limit = text.rfind(marker, low, limit)
+            late_before.append(limit)
+        late[:opening] = [first, *late_before[::-1]]
+        # After the response: the last placements, in order, none inside the text before its opening.
+        for k in range(opening + 1, len(marks)):
+            early[k] = late[k]
+            if early[k] < early[k - 1] + len(marks[k - 1]):
+                raise ProtocolError(f"the prompt has no {_shown(marks[k])} where its template puts one")
+    for k, (a, b) in enumerate(zip(early[:checked], late[:checked], strict=True)):
+        if a != b:
+            raise ProtocolError(
+                f"its {_shown(marks[k])} appears more than once where its template puts one, so its fields "
+                "could be read more than one way (a slot quotes the template's own markers)"
+            )
+    ends = [i + len(m) for i, m in zip(early, marks, strict=True)]
+    spans = [(ends[k], early[k + 1]) for k in range(len(marks) - 1)]
+    spans.append((ends[-1], stop))
+    return Fields(spans, text[:first], text[stop:])
 
 
-def _shown(pattern: str) -> str:
-    return repr(re.sub(r"\\(.)", r"\1", pattern).replace("\\s*", " ").replace("\\n", "\n")[:60])
+def _shown(marker: str) -> str:
+    return repr(marker.strip()[:60])
 
 
-def number_range(text: str, default: tuple[int, int]) -> tuple[int, int]:
-    """The first "from A to B" / "A-B" / "A and B" integer range a tool's instructions state, else
-    ``default``."""
-    m = re.search(r"(?:scale of|from|between)\s+(-?\d+)\s+(?:to|and)\s+(-?\d+)", text, re.I)
-    if m is None:
-        m = re.search(r"\(\s*(-?\d+)\s*(?:-|to)\s*(-?\d+)\s*\)", text)
-    if m is not None and int(m.group(2)) > int(m.group(1)):
-        return int(m.group(1)), int(m.group(2))
-    return default
+def trim_rule(text: str, span: tuple[int, int], char: str, least: int = 3) -> tuple[int, int]:
+    """``span`` without a trailing rule of ``char`` (``least`` or more, as ``***`` or a line of dashes that
+    templates put between fields) and the whitespace around it; linear (plain ``rstrip``)."""
+    a, b = span
+    piece = text[a:b].rstrip()
+    ruled = piece.rstrip(char)
+    if len(piece) - len(ruled) >= least:
+        piece = ruled.rstrip()
+    return a, a + len(piece)
 
 
 # ----------------------------------------------------------------------------- what a protocol gives
@@ -208,8 +273,14 @@ class Protocol(ABC):
     json_reply: bool = False  #: the rendered answer is a JSON object (honours response_format json_object)
 
     @abstractmethod
+    def anchor(self, prompt: Prompt) -> tuple[int, int] | None:
+        """Where this tool's template lies in the user text, from its fixed parts: (the position of its
+        opening marker, the end of its closing one), or None when ``prompt`` is not its grading prompt.
+        Markers are looked up with ``str.find``/``rfind`` only (linear time)."""
+
     def match(self, prompt: Prompt) -> bool:
-        """Whether ``prompt`` is this tool's grading prompt (its stable markers are there)."""
+        """Whether ``prompt`` is this tool's grading prompt."""
+        return self.anchor(prompt) is not None
 
     @abstractmethod
     def extract(self, prompt: Prompt, rubric: Rubric) -> Task:
@@ -239,8 +310,16 @@ def register_protocol(protocol: Protocol) -> Protocol:
 
 
 def find_protocol(prompt: Prompt) -> Protocol | None:
-    """The first registered protocol that recognises ``prompt``."""
-    return next((p for p in REGISTRY.values() if p.match(prompt)), None)
+    """The protocol whose template frames ``prompt``: of those that recognise it, the one whose opening
+    marker comes first, then whose closing marker ends last, then the first registered. A tool's markers
+    quoted inside another tool's slot lie within that template's frame, so they never win."""
+    best: tuple[int, int, int] | None = None
+    found = None
+    for k, proto in enumerate(REGISTRY.values()):
+        where = proto.anchor(prompt)
+        if where is not None and (best is None or (where[0], -where[1], k) < best):
+            best, found = (where[0], -where[1], k), proto
+    return found
 
 
 def protocol_target(cfg: Any, rubric: Rubric) -> tuple[str, str] | str:
@@ -287,11 +366,12 @@ __all__ = [
     "ProtocolError",
     "Reading",
     "Task",
+    "Fields",
     "fields",
     "find_protocol",
-    "number_range",
     "protocol_list",
     "protocol_target",
     "register_protocol",
     "text_of",
+    "trim_rule",
 ]

@@ -12,46 +12,68 @@ unscored; pass ``evaluation_steps`` to ``GEval`` to skip that call.
 from __future__ import annotations
 
 import json
-import re
 
 from judge.core.rubric import Rubric
-from judge.serve.protocols import scales
+from judge.serve.protocols import scales, stated
 from judge.serve.protocols.base import (
     Content,
+    Fields,
     Outcome,
     Prompt,
     Protocol,
     ProtocolError,
     Task,
+    fields,
     register_protocol,
     text_of,
+    trim_rule,
 )
 
 _PARAMS = ("Input", "Actual Output", "Expected Output", "Context", "Retrieval Context", "Metadata", "Tags",
            "Expected Tools", "Tools Called")  # fmt: skip
-_HEADING = re.compile(r"(?m)^(" + "|".join(re.escape(p) for p in _PARAMS) + r"):\n")
-#: Where the test case's fields end in the results templates.
-_AFTER = re.compile(r"\n\s*(?:Parameters:|Additional Context:|\*\*|---)")
+_PLAIN = "You are an evaluator. Given the following evaluation steps"
+_STRICT = "a `score` key that is STRICTLY EITHER 1"
+_STEPS = "Evaluation Steps:"
+#: Where the test case ends: the plain template's parameter list, the strict one's closing instructions.
+_PARAMETERS = "\nParameters:\n"
+_IMPORTANT = "\nIMPORTANT: Please make sure to only return in JSON format"
+_MENTION = ("Please mention specific information from ", " in your reason")
 
 
-def _test_case(prompt: Prompt) -> tuple[dict[str, Content], list[tuple[int, int]]]:
-    """The test case's fields after "Evaluation Steps:", by name, and their spans."""
-    start = prompt.text.find("Evaluation Steps:")
-    if start < 0:
-        raise ProtocolError("the prompt has no 'Evaluation Steps:'")
-    heads = list(_HEADING.finditer(prompt.text, start))
-    if not heads:
-        raise ProtocolError("the prompt's test case has none of Input:, Actual Output:, ...")
-    out: dict[str, Content] = {}
-    spans = []
-    for k, m in enumerate(heads):
-        end = heads[k + 1].start() if k + 1 < len(heads) else None
-        if end is None:
-            after = _AFTER.search(prompt.text, m.end())
-            end = after.start() if after else len(prompt.text)
-        out[m.group(1)] = prompt.content(m.end(), end)
-        spans.append((m.end(), end))
-    return out, spans
+def _names(listed: str) -> list[str]:
+    """The test case's fields, in order, as deepeval lists them ("Input, Actual Output, and Context")."""
+    parts = listed.replace(", and ", ", ").replace(" and ", ", ").split(", ")
+    return [p.strip() for p in parts if p.strip() in _PARAMS]
+
+
+def _test_case(prompt: Prompt, strict: bool) -> tuple[dict[str, Content], Fields]:
+    """The test case's fields by name, split at the headings the template's own parameter list names
+    (read from its fixed parts). The headings up to the actual output are found from the start, those
+    after it from the end: an actual output that writes ``Input:`` or ``Expected Output:`` lines stays
+    the actual output."""
+    t = prompt.text
+    steps = t.find(_STEPS)
+    if strict:
+        end = _IMPORTANT
+        a = t.find(_MENTION[0], 0, steps)
+        b = t.find(_MENTION[1], a, steps) if a >= 0 else -1
+        listed = t[a + len(_MENTION[0]) : b] if b >= 0 else ""
+    else:
+        end = _PARAMETERS
+        at = t.rfind(_PARAMETERS)
+        line_end = t.find("\n", at + len(_PARAMETERS)) if at >= 0 else -1
+        listed = t[at + len(_PARAMETERS) : line_end if line_end >= 0 else len(t)] if at >= 0 else ""
+    names = _names(listed)
+    if "Actual Output" not in names:
+        raise ProtocolError("the test case has no 'Actual Output:' (add ACTUAL_OUTPUT to evaluation_params)")
+    cut = names.index("Actual Output") + 1
+    heads = [f"\n{n}:\n" for n in names]
+    f = fields(prompt, [_STEPS, *heads[:cut]], heads[cut:], end=end, free_response=True)
+    spans = list(f.spans)
+    if strict:  # the strict template closes the test case with a "**" line
+        spans[-1] = trim_rule(t, spans[-1], "*", least=2)
+    case = {n: prompt.content(*span) for n, span in zip(names, spans[1:], strict=True)}
+    return case, Fields(spans, f.head, f.tail)
 
 
 class GEvalResults(Protocol):
@@ -61,34 +83,39 @@ class GEvalResults(Protocol):
     scale = "integer_scale (binary under strict_mode)"
     json_reply = True
 
-    def match(self, prompt: Prompt) -> bool:
+    def anchor(self, prompt: Prompt) -> tuple[int, int] | None:
         t = prompt.text
-        plain = t.lstrip().startswith("You are an evaluator. Given the following evaluation steps")
-        strict = "a `score` key that is STRICTLY EITHER 1" in t
-        return (plain or strict) and "Evaluation Steps:" in t and '"score"' in t
+        steps = t.find(_STEPS)
+        if steps < 0 or t.find('"score"') < 0:
+            return None
+        plain = t.lstrip().startswith(_PLAIN)
+        strict = not plain and t.find(_STRICT, 0, steps) >= 0
+        end = t.rfind(_PARAMETERS if plain else _IMPORTANT) if plain or strict else -1
+        if end < steps:
+            return None
+        return t.find(_PLAIN) if plain else t.find(_STRICT), end + 1
 
     def extract(self, prompt: Prompt, rubric: Rubric) -> Task:
-        case, spans = _test_case(prompt)
-        if "Actual Output" not in case:
-            raise ProtocolError(
-                "the test case has no 'Actual Output:' (add ACTUAL_OUTPUT to evaluation_params)"
-            )
+        t = prompt.text
+        steps_at = t.find(_STEPS)
+        strict = t.find(_STRICT, 0, steps_at) >= 0 and not t.lstrip().startswith(_PLAIN)
+        case, f = _test_case(prompt, strict)
         question = case.get("Input", []) + case.get("Context", []) + case.get("Retrieval Context", [])
         if not question:
             raise ProtocolError(
                 "the test case has no 'Input:' (add INPUT to evaluation_params): the judge scores a response "
                 "to a question"
             )
-        strict = "STRICTLY EITHER 1" in prompt.text
-        m = re.search(r"an integer between (-?\d+) and (-?\d+)", prompt.text)
-        steps = prompt.text[prompt.text.find("Evaluation Steps:") + len("Evaluation Steps:") : spans[0][0]]
+        # The range is the template's: stated in its head, before the evaluation steps.
+        scale = stated.integer_range(t[:steps_at], stated.Scale(0, 10))
+        steps = t[f.spans[0][0] : f.spans[0][1]]
         return Task(
             mode="point",
-            question=question + prompt.images_outside(spans),
+            question=question + prompt.images_outside(f.spans[1:]),
             responses=[case["Actual Output"]],
             reference=case.get("Expected Output"),
             criterion_text=steps.split("Test Case:")[0].strip(),
-            options={"strict": strict, "range": (int(m.group(1)), int(m.group(2))) if m else (0, 10)},
+            options={"strict": strict, "range": (scale.lo, scale.hi)},
         )
 
     def render(self, task: Task, outcome: Outcome, note: str) -> str:
@@ -108,14 +135,20 @@ class GEvalSteps(Protocol):
     scale = "none"
     json_reply = True
 
-    def match(self, prompt: Prompt) -> bool:
+    _HEAD = "concise evaluation steps based on the criteria below"
+
+    def anchor(self, prompt: Prompt) -> tuple[int, int] | None:
         t = prompt.text
-        return "concise evaluation steps based on the criteria below" in t and "Evaluation Criteria:" in t
+        start = t.find(self._HEAD)
+        crit = t.find("Evaluation Criteria:", start) if start >= 0 else -1
+        return (start, len(t)) if crit >= 0 else None
 
     def extract(self, prompt: Prompt, rubric: Rubric) -> Task:
-        start = prompt.text.find("Evaluation Criteria:") + len("Evaluation Criteria:")
-        end = prompt.text.find("\n**", start)
-        criteria = text_of(prompt.content(start, end if end >= 0 else len(prompt.text)))
+        t = prompt.text
+        start = t.find("Evaluation Criteria:", t.find(self._HEAD)) + len("Evaluation Criteria:")
+        end = t.rfind("\n**\nIMPORTANT", start)
+        end = end if end >= 0 else t.find("\n**", start)
+        criteria = text_of(prompt.content(start, end if end >= 0 else len(t)))
         if not criteria:
             raise ProtocolError("the prompt's 'Evaluation Criteria:' is empty")
         return Task(mode="none", question=[], responses=[], criterion_text=criteria)

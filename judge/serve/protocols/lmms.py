@@ -18,7 +18,7 @@ import json
 import re
 
 from judge.core.rubric import Rubric
-from judge.serve.protocols import scales
+from judge.serve.protocols import scales, stated
 from judge.serve.protocols.base import (
     Outcome,
     Prompt,
@@ -26,8 +26,8 @@ from judge.serve.protocols.base import (
     ProtocolError,
     Task,
     fields,
-    number_range,
     register_protocol,
+    trim_rule,
 )
 
 
@@ -37,24 +37,32 @@ class Binary(Protocol):
     answer = "the prompt's positive or negative token alone (1/0, Yes/No)"
     scale = "binary"
 
-    #: what the prompt says the two tokens are; the texts that mark it; its fields' heads and its end
+    #: the template's opening text; what its head says the two tokens are; its fields' heads (the last one
+    #: the prediction's), the rule that closes a field, and the closing marker found from the end
+    _OPENING = "You are a strict evaluator assessing answer correctness."
     _OUTPUT = re.compile(r"You must output (\S+) for fully correct answers and (\S+) for any other case")
-    _MARKERS = ("You are a strict evaluator assessing answer correctness.", "Model Prediction:")
-    _FIELDS = [
-        r"Question:\n```\n",
-        r"\n```\s*Ground Truth Answer:\n```\n",
-        r"\n```\s*Model Prediction:\n```\n",
-    ]
-    _END = r"\n```\s*#"
+    _FIELDS = ["Question:\n```\n", "Ground Truth Answer:\n```\n", "Model Prediction:\n```\n"]
+    _RULE = "`"
+    _END = "\n```"
 
-    def match(self, prompt: Prompt) -> bool:
-        return all(m in prompt.text for m in self._MARKERS)
+    def anchor(self, prompt: Prompt) -> tuple[int, int] | None:
+        t = prompt.text
+        start = t.find(self._OPENING)
+        first = t.find(self._FIELDS[0], start) if start >= 0 else -1
+        if first < 0:
+            return None
+        last = t.find(self._FIELDS[-1], first)
+        end = t.rfind(self._END)
+        if last < 0 or end < last + len(self._FIELDS[-1]) - 1:
+            return None
+        return start, end + len(self._END)
 
     def extract(self, prompt: Prompt, rubric: Rubric) -> Task:
-        m = self._OUTPUT.search(prompt.text)
+        f = fields(prompt, self._FIELDS, end=self._END, free_response=True)
+        m = self._OUTPUT.search(f.head)  # the tokens are stated in the template's head, before the data
         if m is None:
             raise ProtocolError("the prompt does not say which tokens mean correct and incorrect")
-        spans = fields(prompt, self._FIELDS, end=self._END)
+        spans = [trim_rule(prompt.text, span, self._RULE) for span in f.spans]
         return Task(
             mode="point",
             question=prompt.content(*spans[0]) + prompt.images_outside(spans),
@@ -74,10 +82,13 @@ class Correctness(Binary):
     name = "lmms-eval-correctness"
     answer = 'the prompt\'s positive or negative token alone ("Yes"/"No")'
 
-    _OUTPUT = re.compile(r'Return only "([^"]+)" if the solution is correct or "([^"]+)" if it is incorrect')
-    _MARKERS = ("You are given a question, the solution and the correct answer.", "Solution:")
-    _FIELDS = [r"Question:\s*\n", r"\n-{8,}\nCorrect Answer:\n", r"\n-{8,}\nSolution:\s*\n"]
-    _END = r"\n-{8,}\s*$"
+    _OPENING = "You are given a question, the solution and the correct answer."
+    _OUTPUT = re.compile(
+        r'Return only "([^"\n]+)" if the solution is correct or "([^"\n]+)" if it is incorrect'
+    )
+    _FIELDS = ["Question:", "Correct Answer:\n", "Solution:"]
+    _RULE = "-"
+    _END = "\n--------"
 
 
 class Comparative(Protocol):
@@ -86,24 +97,29 @@ class Comparative(Protocol):
     answer = "a first line with the two assistants' scores on the prompt's range (1-10 by default)"
     scale = "integer_scale, per response"
 
-    def match(self, prompt: Prompt) -> bool:
+    _FIELDS = ["[Question]\n", "[Assistant 1]\n", "[End of Assistant 1]", "[Assistant 2]\n"]
+    _END = "[End of Assistant 2]"
+
+    def anchor(self, prompt: Prompt) -> tuple[int, int] | None:
         t = prompt.text
-        return all(
-            s in t for s in ("[Assistant 1]", "[End of Assistant 1]", "[Assistant 2]", "[End of Assistant 2]")
-        )
+        start = t.find(self._FIELDS[0])
+        end = t.rfind(self._END)
+        if start < 0 or end < start or any(t.find(m, start, end) < 0 for m in self._FIELDS[1:]):
+            return None
+        return start, end + len(self._END)
 
     def extract(self, prompt: Prompt, rubric: Rubric) -> Task:
-        spans = fields(
-            prompt,
-            [r"\[Question\]\n", r"\s*\[Assistant 1\]\n", r"\n\[End of Assistant 1\]\s*\[Assistant 2\]\n"],
-            end=r"\n\[End of Assistant 2\]",
-        )
-        question = prompt.content(*spans[0])
+        f = fields(prompt, self._FIELDS, end=self._END)
+        spans = f.spans
+        # The scale is the template's: stated in its head (before the question) or in its instructions
+        # after the answers ([System]), never in the question or the answers.
+        head = f"{prompt.system}\n{f.head}"
+        scale = stated.stated_range(head, None) or stated.stated_range(f.tail, None) or stated.Scale(1, 10)
         return Task(
             mode="pair",
-            question=question + prompt.images_outside(spans),
-            responses=[prompt.content(*spans[1]), prompt.content(*spans[2])],
-            options={"range": number_range(prompt.whole, (1, 10))},
+            question=prompt.content(*spans[0]) + prompt.images_outside(spans),
+            responses=[prompt.content(*spans[1]), prompt.content(*spans[3])],
+            options={"range": (scale.lo, scale.hi)},
         )
 
     def render(self, task: Task, outcome: Outcome, note: str) -> str:
@@ -119,18 +135,23 @@ class WithRubric(Protocol):
     scale = "integer_scale on an item's stated range, else the judge's own scale"
     json_reply = True
 
-    def match(self, prompt: Prompt) -> bool:
+    _OPENING = "Evaluate the following response according to the given rubric."
+    _END = "\n\nProvide a JSON response with scores for each rubric item."
+
+    def anchor(self, prompt: Prompt) -> tuple[int, int] | None:
         t = prompt.text
-        return t.lstrip().startswith("Evaluate the following response according to the given rubric.") and (
-            "Provide a JSON response with scores for each rubric item." in t
-        )
+        start = t.find(self._OPENING)
+        if start < 0 or t[:start].replace("\x00", "").strip():
+            return None
+        end = t.rfind(self._END)
+        return (start, end + len(self._END)) if end > start else None
 
     def extract(self, prompt: Prompt, rubric: Rubric) -> Task:
+        # The response is found from the start, the rubric after it from the end: a response that writes
+        # "Rubric:" lines stays the response.
         spans = fields(
-            prompt,
-            [r"Question: ", r"\n\nResponse: ", r"\n\nRubric:\n"],
-            end=r"\n\nProvide a JSON response with scores for each rubric item\.",
-        )
+            prompt, ["Question: ", "\n\nResponse: "], ["\n\nRubric:\n"], end=self._END, free_response=True
+        ).spans
         items: dict[str, str] = {}
         for line in prompt.text[slice(*spans[2])].splitlines():
             key, sep, desc = line.removeprefix("- ").partition(": ")
@@ -138,6 +159,13 @@ class WithRubric(Protocol):
                 items[key.strip()] = desc
         if not items:
             raise ProtocolError("the rubric lists no '- item: description' lines")
+        ranges = {}
+        for key, desc in items.items():
+            try:
+                found = stated.item_range(desc)
+            except stated.ScaleError as e:
+                raise stated.ScaleError(f"rubric item {key[:40]!r}: {e}") from None
+            ranges[key] = (found.lo, found.hi) if found else None
         return Task(
             mode="criteria",
             question=prompt.content(*spans[0]) + prompt.images_outside(spans),
@@ -145,14 +173,14 @@ class WithRubric(Protocol):
             criterion_text="; ".join(f"{k}: {v}" for k, v in items.items()),
             # A rubric item named like one of the judge's criteria is scored on it (e.g. text_quality).
             criteria={k: re.sub(r"\W+", "_", k.strip().lower()) for k in items},
-            options={"ranges": {k: number_range(v, (0, 0)) for k, v in items.items()}},
+            options={"ranges": ranges},
         )
 
     def render(self, task: Task, outcome: Outcome, note: str) -> str:
         out: dict[str, float | int] = {}
         for key, reading in outcome.by_key.items():
-            lo, hi = task.options["ranges"][key]
-            out[key] = scales.integer_scale(reading, lo, hi) if hi > lo else round(reading.expected, 4)
+            found = task.options["ranges"][key]
+            out[key] = scales.integer_scale(reading, *found) if found else round(reading.expected, 4)
         return json.dumps(out)
 
 

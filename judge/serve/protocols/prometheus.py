@@ -14,7 +14,32 @@ from judge.serve.protocols import scales
 from judge.serve.protocols.base import Outcome, Prompt, Protocol, Task, fields, register_protocol, text_of
 
 _HEAD = "###Task Description:"
-_TAIL = r"\n*###Feedback:\s*$"
+_TAIL = "###Feedback:"
+
+
+def _anchor(prompt: Prompt, first: str, needed: tuple[str, ...]) -> tuple[int, int] | None:
+    """The template's frame: its head, whose instructions name the ``[RESULT]`` format, and its closing
+    ``###Feedback:``, with the ``needed`` sections between them. A head whose first section is not
+    ``first`` is still this tool's (its extract names the missing section), but loses a tie to the
+    template whose first section it is."""
+    t = prompt.text
+    start = t.find(_HEAD)
+    if start < 0:
+        return None
+    body = t.find("###", start + len(_HEAD))
+    tail = t.rfind(_TAIL)
+    if body < 0 or t.find("[RESULT]", start, body) < 0 or tail < body or t[tail + len(_TAIL) :].strip():
+        return None
+    if any(t.find(m, body, tail) < 0 for m in needed):
+        return None
+    return start + (not t.startswith(first, body)), tail + len(_TAIL)
+
+
+def _with_reference(prompt: Prompt) -> bool:
+    """Whether the template has a reference slot: its fixed head says so ("... a reference answer ...")."""
+    t = prompt.text
+    start = t.find(_HEAD)
+    return "a reference answer" in t[start : t.find("###", start + len(_HEAD))]
 
 
 class PrometheusAbsolute(Protocol):
@@ -23,17 +48,22 @@ class PrometheusAbsolute(Protocol):
     answer = "feedback then [RESULT] n, n on 1-5"
     scale = "integer_scale 1-5"
 
-    def match(self, prompt: Prompt) -> bool:
-        t = prompt.text
-        return _HEAD in t and "###Response to evaluate:" in t and "###Score Rubrics:" in t and "[RESULT]" in t
+    def anchor(self, prompt: Prompt) -> tuple[int, int] | None:
+        return _anchor(
+            prompt, "###The instruction to evaluate:", ("###Response to evaluate:", "###Score Rubrics:")
+        )
 
     def extract(self, prompt: Prompt, rubric: Rubric) -> Task:
-        with_ref = "###Reference Answer (Score 5):" in prompt.text
-        markers = [r"###The instruction to evaluate:\n", r"\n*###Response to evaluate:\n"]
-        if with_ref:
-            markers.append(r"\n*###Reference Answer \(Score 5\):\n")
-        markers.append(r"\n*###Score Rubrics:\n")
-        spans = fields(prompt, markers, end=_TAIL)
+        with_ref = _with_reference(prompt)
+        after = ["###Reference Answer (Score 5):\n"] if with_ref else []
+        f = fields(
+            prompt,
+            ["###The instruction to evaluate:\n", "###Response to evaluate:\n"],
+            [*after, "###Score Rubrics:\n"],
+            end=_TAIL,
+            free_response=True,
+        )
+        spans = f.spans
         question = prompt.content(*spans[0]) + prompt.images_outside(spans)
         return Task(
             mode="point",
@@ -57,17 +87,19 @@ class PrometheusRelative(Protocol):
     answer = "feedback then [RESULT] A or B"
     scale = "preference_verdict, no ties"
 
-    def match(self, prompt: Prompt) -> bool:
-        t = prompt.text
-        return _HEAD in t and "###Response A:" in t and "###Response B:" in t and "###Score Rubric:" in t
+    def anchor(self, prompt: Prompt) -> tuple[int, int] | None:
+        return _anchor(prompt, "###Instruction:", ("###Response A:", "###Response B:", "###Score Rubric:"))
 
     def extract(self, prompt: Prompt, rubric: Rubric) -> Task:
-        with_ref = "###Reference Answer:" in prompt.text
-        markers = [r"###Instruction:\n", r"\n*###Response A:\n", r"\n*###Response B:\n"]
-        if with_ref:
-            markers.append(r"\n*###Reference Answer:\n")
-        markers.append(r"\n*###Score Rubric:\n")
-        spans = fields(prompt, markers, end=_TAIL)
+        with_ref = _with_reference(prompt)
+        after = ["###Reference Answer:\n"] if with_ref else []
+        f = fields(
+            prompt,
+            ["###Instruction:\n", "###Response A:\n", "###Response B:\n"],
+            [*after, "###Score Rubric:\n"],
+            end=_TAIL,
+        )
+        spans = f.spans
         return Task(
             mode="pair",
             question=prompt.content(*spans[0]) + prompt.images_outside(spans),

@@ -48,7 +48,7 @@ def respond(service: JudgeService, req: ChatRequest) -> Answer | None:
         return None
     try:
         task = proto.extract(prompt, service.rubric)
-    except ProtocolError as e:
+    except ProtocolError as e:  # the scale's bounds too (stated.ScaleError): a 422 naming what was read
         raise RequestError(
             f"`messages`: read as {proto.tool}'s grading prompt ({proto.name}), but {e}",
             param="messages",
@@ -201,7 +201,7 @@ def _logprobs(
     ranked = sorted(probs, key=lambda k: -probs[k])[: max(top, 0)]
 
     def entry(k: int) -> dict[str, Any]:
-        return {"token": str(k), "logprob": safe_log(probs[k]), "bytes": list(str(k).encode())}
+        return {"token": str(k), "logprob": safe_log(probs.get(k, 0.0)), "bytes": list(str(k).encode())}
 
     return [{**entry(value), "top_logprobs": [entry(k) for k in ranked]}]
 

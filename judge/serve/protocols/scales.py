@@ -18,7 +18,8 @@ the raw read-out's expectation when the judge has no calibration), never from th
   TIE_BAND``, B when ``p <= 0.5 - TIE_BAND``, else a tie; a tool without ties gets A when ``p >= 0.5``.
 * :func:`integer_distribution`: the probabilities of a tool's integer score tokens (for ``logprobs``), each
   value of the calibrated distribution placed at its point on the tool's range and split between the two
-  integers around it, so the tokens' expectation is the mapped score.
+  integers around it, so the tokens' expectation is the mapped score; only the integers that receive mass
+  are listed (at most two per value: 14 for a 0..6 rubric), whatever the range.
 """
 
 from __future__ import annotations
@@ -87,11 +88,12 @@ def preference_verdict(p_first_better: float, ties: bool) -> Verdict:
 def integer_distribution(
     reading: Reading, distribution: Sequence[float] | None, lo: int, hi: int
 ) -> dict[int, float]:
-    """Probabilities of the integers ``lo..hi`` whose expectation is the reading's point on that range.
+    """Probabilities of the integers of ``lo..hi`` whose expectation is the reading's point on that range.
     ``distribution``: the calibrated distribution over the rubric's scale, whose mass is carried over value
     by value; None (a calibration that maps the score, not the distribution) puts all the mass on the two
-    integers around the point."""
-    out = {k: 0.0 for k in range(lo, hi + 1)}
+    integers around the point. Only integers that receive mass are listed (at most two per value of the
+    distribution), in order: the size does not depend on the range."""
+    out: dict[int, float] = {}
     n = reading.hi - reading.lo
     if distribution is None:
         masses = [(_point(reading, lo, hi), 1.0)]
@@ -100,11 +102,11 @@ def integer_distribution(
     for x, p in masses:
         below = min(math.floor(x), hi)
         frac = x - below
-        out[below] += p * (1 - frac)
+        out[below] = out.get(below, 0.0) + p * (1 - frac)
         if frac > 0:
-            out[below + 1] += p * frac
+            out[below + 1] = out.get(below + 1, 0.0) + p * frac
     total = math.fsum(out.values())
-    return {k: v / total for k, v in out.items()} if total > 0 else out
+    return {k: out[k] / total if total > 0 else out[k] for k in sorted(out)}
 
 
 __all__ = [

@@ -1,0 +1,95 @@
+"""``judge-calibrate --selective --plan``: how many labelled items a promise needs at the judge's observed
+agreement, and what the output says when no threshold passed (issue 38)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from test_selective import VALUES, judged
+
+from judge.cli.calibrate import main as calibrate_main
+from judge.eval.calibration import conformal_part, fit_calibration
+from judge.eval.selective import fit_selective, format_plan, format_selective, plan_size
+from judge.models.calibration import POOLED
+from judge.models.selective import Selective, SelectiveRule
+from judge.scoring.summary import render_markdown
+
+
+def needed_by_hand(observed: float, agreement: float, delta: float) -> int | None:
+    """The smallest n (from the fit's least testable set, 30 or more) whose exact binomial lower tail at
+    k = floor((1 - observed) n) disagreements is at most delta, by summing math.comb terms."""
+    alpha = 1 - agreement
+    if observed <= agreement:
+        return None
+    n = 30
+    while (1 - alpha) ** n > delta:
+        n += 1
+    while n < 100_000:
+        k = math.floor((1 - observed) * n + 1e-9)
+        tail = sum(math.comb(n, i) * alpha**i * (1 - alpha) ** (n - i) for i in range(k + 1))
+        if tail <= delta:
+            return n
+        n += 1
+    return None
+
+
+@pytest.mark.parametrize(
+    ("observed", "agreement", "delta"),
+    [
+        (0.75, 0.6, 0.1),
+        (0.7, 0.6, 0.1),
+        (0.95, 0.9, 0.1),
+        (0.85, 0.8, 0.05),
+        (0.6, 0.6, 0.1),
+        (0.5, 0.6, 0.1),
+    ],
+)
+def test_the_plans_number_is_the_smallest_n_the_binomial_test_certifies(observed, agreement, delta):
+    assert plan_size(observed, 1 - agreement, delta) == needed_by_hand(observed, agreement, delta)
+
+
+def test_the_plan_of_a_fit_uses_the_agreement_it_observed_on_the_held_out_items():
+    data = judged(40, 3)
+    cal = fit_calibration(data, VALUES, min_items=30)
+    sel = fit_selective(data, cal, agreement=0.6, delta=0.1, tolerance=1.0)
+    plan = sel.fitted_on["plan"]
+    part = conformal_part(cal, data)
+    for crit in ("overall", "text_quality"):
+        ok = [abs(cal.apply(crit, s.raw, s.distribution).score - s.human) <= 1.0 + 1e-9
+              for s in part if s.criterion == crit]  # fmt: skip
+        p = plan["pointwise"][crit]
+        assert p["n"] == len(ok) and p["observed_agreement"] == pytest.approx(sum(ok) / len(ok))
+        assert p["needed"] == needed_by_hand(sum(ok) / len(ok), 0.6, 0.1)
+    text = format_plan(sel)
+    assert "smallest n" in text and "delta" in text  # the method is stated
+    need = plan["pointwise"]["overall"]["needed"]
+    if need is not None:
+        assert str(need) in text and str(math.ceil(need / cal.data.conformal_fraction)) in text
+
+
+def _no_threshold() -> Selective:
+    rule = SelectiveRule(threshold=None, n=36, n_trusted=0, agreement=None, p_value=None)
+    return Selective(agreement=0.6, delta=0.1, tolerance=1.0, confidence="mass", scale=VALUES, calibration="c" * 64,
+                     pointwise={POOLED: rule}, pairwise={}, fitted_on={"items": 36}, created="now")  # fmt: skip
+
+
+def test_when_no_threshold_passes_the_output_says_so_and_what_to_do():
+    text = format_selective(_no_threshold())
+    assert (
+        "No pointwise threshold passed" in text
+        and "--plan" in text
+        and "every such score is escalated" in text
+    )
+    summary = {
+        "counts": {"records": 10, "by_metric": {"judge": 10}, "unscorable": 0, "trusted": 0, "escalated": 10}
+    }
+    md = render_markdown(summary)
+    assert "no threshold passed" in md and "--plan" in md
+    assert "(the judge's confidence below its threshold" not in md  # the old wording, where none exists
+
+
+def test_plan_without_selective_is_refused_naming_the_flag(tmp_path, capsys):
+    assert calibrate_main(["--judge", str(tmp_path), "--plan"]) == 2
+    err = capsys.readouterr().err
+    assert "--plan" in err and "--selective" in err and "Traceback" not in err
