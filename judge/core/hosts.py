@@ -31,8 +31,10 @@ import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import Annotated, Any
 from urllib.parse import urlsplit
+
+from pydantic import AfterValidator, BeforeValidator
 
 #: The option's help, the same on both commands.
 ALLOWED_HOST_HELP = (
@@ -70,6 +72,15 @@ def parse_allowed_host(value: str) -> str:
     if isinstance(entry, str):
         raise ValueError(f"`allowed_host` {value!r}: {entry}")
     return _show(entry)
+
+
+#: The type of a config's ``allowed_host`` field (judge-serve's and judge-view's): one name or a list, each
+#: checked and normalised by :func:`parse_allowed_host`.
+AllowedHosts = Annotated[
+    list[str],
+    BeforeValidator(lambda v: [v] if isinstance(v, str) else v),
+    AfterValidator(lambda v: [parse_allowed_host(x) for x in v]),
+]
 
 
 class HostPolicy:

@@ -14,7 +14,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from judge.core.errors import ConfigError
-from judge.core.hosts import ALLOWED_HOST_HELP, parse_allowed_host
+from judge.core.hosts import ALLOWED_HOST_HELP, AllowedHosts
 from judge.core.images import DEFAULT_MAX_BYTES, DEFAULT_MAX_PIXELS
 from judge.core.settings import PathText, Settings
 from judge.models import BATCH_TOKENS
@@ -86,7 +86,7 @@ class ServeConfig(Settings):
         "port can then use the judge)",
     )
     port: int = Field(8000, ge=0, le=65535, description="port (default 8000; 0: any free port)")
-    allowed_host: list[str] = Field(
+    allowed_host: AllowedHosts = Field(
         default_factory=list, description=ALLOWED_HOST_HELP, json_schema_extra={"metavar": "NAME"}
     )
     api_key: str | None = Field(
@@ -220,16 +220,6 @@ class ServeConfig(Settings):
         if v is not None and (not v or not all(name.strip() for name in v)):
             raise ValueError("a served name must not be empty")
         return v
-
-    @field_validator("allowed_host", mode="before")
-    @classmethod
-    def _one_host(cls, v: Any) -> Any:
-        return [v] if isinstance(v, str) else v
-
-    @field_validator("allowed_host")
-    @classmethod
-    def _hosts(cls, v: list[str]) -> list[str]:
-        return [parse_allowed_host(x) for x in v]
 
     @model_validator(mode="after")
     def _consistent(self) -> ServeConfig:

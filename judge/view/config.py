@@ -6,11 +6,9 @@ As for :class:`judge.scoring.config.ScoreConfig`, the command's options are gene
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import Field, field_validator
 
-from judge.core.hosts import ALLOWED_HOST_HELP, parse_allowed_host
+from judge.core.hosts import ALLOWED_HOST_HELP, AllowedHosts
 from judge.core.settings import PathText, Settings
 from judge.serve.config import is_loopback
 
@@ -45,7 +43,7 @@ class ViewConfig(Settings):
         description="address to serve on: loopback only (127.0.0.1, ::1 or localhost); the viewer has no "
         "authentication, so it never listens beyond this machine (default 127.0.0.1)",
     )
-    allowed_host: list[str] = Field(
+    allowed_host: AllowedHosts = Field(
         default_factory=list, description=ALLOWED_HOST_HELP, json_schema_extra={"metavar": "NAME"}
     )
     port: int = Field(8765, ge=0, le=65535, description="port to serve on; 0 picks a free one (default 8765)")
@@ -58,16 +56,6 @@ class ViewConfig(Settings):
     overwrite: bool = Field(
         False, description="write into a non-empty `export` folder (its files are replaced)"
     )
-
-    @field_validator("allowed_host", mode="before")
-    @classmethod
-    def _one_host(cls, v: Any) -> Any:
-        return [v] if isinstance(v, str) else v
-
-    @field_validator("allowed_host")
-    @classmethod
-    def _hosts(cls, v: list[str]) -> list[str]:
-        return [parse_allowed_host(x) for x in v]
 
     @field_validator("host")
     @classmethod
