@@ -89,6 +89,35 @@ def test_when_no_threshold_passes_the_output_says_so_and_what_to_do():
     assert "(the judge's confidence below its threshold" not in md  # the old wording, where none exists
 
 
+def test_a_fit_that_trusts_nothing_says_how_many_labels_its_promise_needs():
+    # Where no threshold passes, the fit's own output (and the demo's verdict block) gives the plan's number,
+    # so the user sees what a promise would take without a second command.
+    from judge.view.verdict import RunFiles, selective_verdict
+
+    data = judged(40, 3)
+    cal = fit_calibration(data, VALUES, min_items=30)
+    sel = fit_selective(data, cal, agreement=0.97, delta=0.01, tolerance=1.0)
+    none = {k: r for k, r in sel.pointwise.items() if r.threshold is None}
+    assert none, "the synthetic judge must miss a 97% promise for this test to mean anything"
+    text = format_selective(sel)
+    for key in none:
+        p = sel.fitted_on["plan"]["pointwise"][key]
+        line = next(x for x in text.splitlines() if x.strip().startswith(f"{key}:"))
+        assert f"{p['observed_agreement']:.1%} on {p['n']} held-out items" in line
+        if p["needed"] is None:
+            assert "more labels at this agreement cannot certify it" in line
+        else:
+            assert f"needs about {p['needed']} held-out items" in line
+    files = RunFiles(selective=sel.model_dump(mode="json"))
+    verdict = selective_verdict(files, None)
+    assert verdict is not None
+    details = " ".join(verdict.details)
+    key = "overall" if "overall" in sel.pointwise else POOLED
+    if sel.pointwise[key].threshold is None:
+        p = sel.fitted_on["plan"]["pointwise"][key]
+        assert f"{p['observed_agreement']:.1%} on {p['n']} held-out items" in details
+
+
 def test_plan_without_selective_is_refused_naming_the_flag(tmp_path, capsys):
     assert calibrate_main(["--judge", str(tmp_path), "--plan"]) == 2
     err = capsys.readouterr().err

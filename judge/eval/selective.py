@@ -318,9 +318,35 @@ def format_selective(sel: Selective) -> str:
             lines.append(
                 f"No {kind} threshold passed for {', '.join(none)}: every such score is escalated to a human "
                 f"(no confidence level keeps {sel.agreement:.0%} agreement certifiably on these labels). Label "
-                "more items (judge-calibrate --selective --plan says how many), lower --agreement, or raise --delta."
+                "more items, lower --agreement, or raise --delta."
             )
+            lines += [f"  {k}: {plan_advice(sel, kind, k)}" for k in none]
     return "\n".join(lines)
+
+
+def plan_advice(sel: Selective | dict[str, Any], kind: str, key: str) -> str:
+    """One sentence from the fit's plan (``fitted_on["plan"]``) for a rule with no threshold: the agreement
+    observed on its held-out rows and how many such rows a promise at it would need (:func:`plan_size`);
+    ``sel`` is a :class:`Selective` or its JSON (``selective.json``)."""
+    fitted = sel.fitted_on if isinstance(sel, Selective) else (sel.get("fitted_on") or {})
+    plan = fitted.get("plan") or {}
+    p = (plan.get(kind) or {}).get(key)
+    unit = "items" if kind == "pointwise" else "pairs"
+    if not p:
+        return f"judge-calibrate --selective --plan says how many labelled {unit} the promise needs"
+    seen = f"observed agreement {p['observed_agreement']:.1%} on {p['n']} held-out {unit}"
+    if p.get("needed") is None:
+        return (
+            f"{seen}, not above the promise: more labels at this agreement cannot certify it for all of them, "
+            "only a more confident subset could be trusted (a lower --agreement, or a better judge)"
+        )
+    need = int(p["needed"])
+    total = (
+        ""
+        if kind == "pairwise"
+        else f" (about {math.ceil(need / (plan.get('conformal_fraction') or 0.5))} labelled items in all)"
+    )
+    return f"{seen}: a promise at it needs about {need} held-out {unit}{total} (judge-calibrate --selective --plan)"
 
 
 def format_plan(sel: Selective) -> str:
@@ -373,6 +399,7 @@ __all__ = [
     "fit_selective",
     "fixed_sequence_threshold",
     "format_plan",
+    "plan_advice",
     "format_selective",
     "plan_size",
     "grid_over",

@@ -25,6 +25,7 @@ from typing import Any
 
 from judge.core.errors import JudgeError
 from judge.core.rubric import OVERALL
+from judge.eval.selective import plan_advice
 
 #: what an audit verdict means for the judge's user (judge.audit.report's table, in words)
 AUDIT_MEANING = {
@@ -409,8 +410,8 @@ def selective_verdict(files: RunFiles, scorer: str | None, criterion: str = OVER
                 )
             details.append(f"{kind}: {why}" + (f" ({'; '.join(reasons)})" if reasons else ""))
             details.append(
-                f"  what to do: fit on more labelled {unit} (judge-calibrate --selective --plan says how many), "
-                "promise a lower --agreement, or accept a larger --delta"
+                f"  what to do: fit on more labelled {unit}, promise a lower --agreement, or accept a larger "
+                f"--delta; {plan_advice(sel or {}, kind, key)}"
             )
             heads.append(f"{kind}: nothing trusted (no threshold passed)")
         else:
