@@ -208,6 +208,28 @@ def test_lmms_eval_rubric_scores_each_item(env, lmms):
     )
 
 
+@pytest.mark.parametrize(
+    ("written", "scale"),
+    [("1-10", (1, 10)), ("scored 1-10", (1, 10)), ("1 to 5", (1, 5)), ("Accuracy, rated 1 to 5.", (1, 5))],
+)
+def test_lmms_eval_rubric_reads_a_range_written_bare(env, lmms, written, scale):
+    """lmms-eval's docs write a rubric item's range bare ({"accuracy": "1-10"}): the answer is on that range,
+    not the judge's own 0-6 reading (issue 41: 3.1376 came back for "1-10")."""
+    out = lmms.evaluate_with_rubric(question=QUESTION, prediction=GOOD, rubric={"accuracy": written})
+    assert out["success"]
+    assert out["scores"]["accuracy"] == scales.integer_scale(reading(read(env, GOOD)), *scale)
+    assert isinstance(out["scores"]["accuracy"], int)
+
+
+def test_lmms_eval_rubric_item_with_numbers_in_its_words_is_not_a_scale(env, lmms):
+    """A description that mentions numbers in other words ("the 2-3 key facts") states no scale: the item
+    gets the judge's own reading, as an item with no range does."""
+    out = lmms.evaluate_with_rubric(
+        question=QUESTION, prediction=GOOD, rubric={"accuracy": "covers the 2-3 key facts"}
+    )
+    assert out["scores"]["accuracy"] == pytest.approx(reading(read(env, GOOD)).expected, abs=1e-3)
+
+
 def test_lmms_eval_comparative_with_request_images(env, lmms):
     """evaluate_comparative with images: lmms-eval appends Request.images after the prompt's text, and they
     are the question's images; the two scores on its 1-10 scale."""

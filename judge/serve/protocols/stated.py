@@ -35,6 +35,12 @@ _NUM = r"-?\d+(?:\.\d+)?(?:(?:\^|\*\*|[eE][+-]?)\d+)?"
 _RANGE = re.compile(rf"(?:scale of|from|between)\s+({_NUM})\s+(?:to|and)\s+({_NUM})", re.I)
 _PAREN = re.compile(rf"\(\s*({_NUM})\s*(?:-|to)\s*({_NUM})\s*\)")
 _INTEGER = re.compile(rf"an integer between ({_NUM}) and ({_NUM})")
+# A rubric item's range written bare, as lmms-eval's own docs do ({"accuracy": "1-10"}): the whole
+# description, or after "scored"/"rated"/"score"/"scale" ("scored 1-10", "rated 1 to 5"). A number inside other
+# words ("the 2-3 key facts") is not a scale. The look-behind starts a match only at a run's first digit.
+_BARE_RANGE = r"(?<![\w.-])(\d+)\s*(?:-|\u2013|to)\s*(\d+)(?!\w|\.\d)"
+_BARE = re.compile(rf"^\s*{_BARE_RANGE}\s*\.?\s*$")
+_SCORED = re.compile(rf"\b(?:scored|rated|score|rate|rating|scale(?: of)?)\s*:?\s*{_BARE_RANGE}", re.I)
 _NUM_AT = re.compile(_NUM)
 _CHOICE_SEP = re.compile(r"\s*,\s*(?:or\s+)?|,?\s+or\s+")
 
@@ -86,8 +92,13 @@ def stated_range(text: str, default: Scale | None, *, pattern: re.Pattern[str] =
 
 
 def item_range(text: str) -> Scale | None:
-    """A rubric item's "(A-B)" or "(A to B)", else its "from A to B" wording, else None."""
-    return stated_range(text, None, pattern=_PAREN) or stated_range(text, None)
+    """A rubric item's "(A-B)" or "(A to B)", else its "from A to B" wording, else a bare "A-B" / "A to B"
+    (the whole description, or after "scored", "rated", "score", "scale": "scored 1-10"), else None."""
+    for pattern in (_PAREN, _RANGE, _BARE, _SCORED):
+        found = stated_range(text, None, pattern=pattern)
+        if found is not None:
+            return found
+    return None
 
 
 def integer_range(text: str, default: Scale) -> Scale:
