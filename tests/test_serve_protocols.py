@@ -162,6 +162,57 @@ def test_inspect_ai_model_graded_scorers(env, kind):
     assert score.value == want
 
 
+def _inspect_qa(env, **kwargs):
+    """model_graded_qa with the given custom instructions/grade_pattern, graded by the server; the Score."""
+    from inspect_ai.model import ChatMessageUser, ModelOutput, get_model
+    from inspect_ai.scorer import Target, model_graded_qa
+    from inspect_ai.solver import TaskState
+
+    scorer = model_graded_qa(model=get_model(f"openai-api/judge/{MODEL}"), **kwargs)
+    state = TaskState(
+        model="mockllm/model", sample_id=1, epoch=1, input=QUESTION, messages=[ChatMessageUser(content=QUESTION)],
+        output=ModelOutput.from_content("mockllm/model", GOOD),
+    )  # fmt: skip
+    return asyncio.run(scorer(state, Target(REFERENCE)))
+
+
+def test_inspect_ai_custom_instructions_offering_partial_credit_in_their_own_words(env):
+    """Custom instructions that offer P in other words than the default's are answered C, P or I (issue 41:
+    they were graded C/I only)."""
+    custom = (
+        "Grade the submission against the criterion. Use C when it fully meets it, P if it is only partly "
+        "right, I otherwise. End with GRADE: followed by the letter."
+    )
+    score = _inspect_qa(env, instructions=custom)
+    assert score.value == scales.grade(reading(read(env, GOOD, REFERENCE)), partial=True)
+
+
+def test_inspect_ai_custom_instructions_with_their_own_score_format(env):
+    """Custom instructions that ask for 'SCORE: n' from 0 to 10, read by a matching grade_pattern: the answer
+    is in that format, on that range (issue 41: it came back NaN)."""
+    custom = "Rate how well the submission meets the criterion from 0 to 10. End with 'SCORE: n'."
+    score = _inspect_qa(env, instructions=custom, grade_pattern=r"SCORE: (\d+)")
+    assert score.value == str(scales.integer_scale(reading(read(env, GOOD, REFERENCE)), 0, 10))
+
+
+def test_inspect_ai_custom_instructions_in_a_format_the_server_cannot_read_are_refused(env):
+    """Instructions asking for neither GRADE nor a score on a stated range get a 422 saying what was not
+    understood, never generated text a grade_pattern turns into NaN."""
+    from inspect_ai.scorer._model import DEFAULT_MODEL_GRADED_QA_TEMPLATE
+
+    for custom, said in (
+        ("Answer VERDICT: yes or VERDICT: no.", "no answer format this server reads"),
+        ("End with 'SCORE: n'.", "state no range"),
+    ):
+        prompt = DEFAULT_MODEL_GRADED_QA_TEMPLATE.format(
+            question=QUESTION, answer=GOOD, criterion=REFERENCE, instructions=custom
+        )
+        r = httpx.post(env.url + "/v1/chat/completions", json={"model": MODEL, "temperature": 0,
+                       "messages": [{"role": "user", "content": prompt}]}, timeout=60)  # fmt: skip
+        assert r.status_code == 422, r.text
+        assert said in r.json()["error"]["message"]
+
+
 # ----------------------------------------------------------------------------- lmms-eval
 
 
