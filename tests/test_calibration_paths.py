@@ -438,3 +438,24 @@ def test_judge_calibrate_selective_plan_prints_the_plan_and_writes_nothing(
     assert "Plan for a promise of 60% agreement" in printed and "observed agreement" in printed
     assert "nothing written" in printed
     assert {p.name: p.read_bytes() for p in judge_dir.iterdir() if p.is_file()} == before
+
+
+def test_judge_calibrate_refuses_scores_of_another_judge_or_calibrated_ones(
+    judge_dir, calibrated, small_demo, tmp_path, capsys
+):
+    """--scores must be this judge's raw scores: another judge's (here tiny:seed=3) or calibrated ones would be
+    fitted and written into this judge's card, and every later score would rest on them (issue 38's review).
+    Nothing in the judge folder changes."""
+    before = {p.name: p.read_bytes() for p in judge_dir.iterdir() if p.is_file()}
+    other, mine = tmp_path / "other", tmp_path / "calibrated"
+    assert score_main([str(small_demo), "--judge", "tiny:seed=3", "--rubric", "mmie", "--out", str(other),
+                       "--no-progress", "--device", "cpu", "--criteria", "overall"]) == 0  # fmt: skip
+    assert score_main([str(small_demo), "--judge", str(judge_dir), "--out", str(mine), "--no-progress",
+                       "--device", "cpu"]) == 0  # fmt: skip
+    capsys.readouterr()
+    for scores, said in ((other, "scored by another judge (tiny:seed=3"), (mine, "a calibrated score")):
+        code = calibrate_main(["--judge", str(judge_dir), "--human", str(small_demo), "--scores",
+                               str(scores / "scores.jsonl"), "--min-items", "20", "--no-progress"])  # fmt: skip
+        err = capsys.readouterr().err
+        assert code == 2 and said in err and "--scores" in err and "Traceback" not in err, err
+    assert {p.name: p.read_bytes() for p in judge_dir.iterdir() if p.is_file()} == before

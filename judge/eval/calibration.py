@@ -339,6 +339,27 @@ def cross_validate(
     }
 
 
+#: A gain within this factor of the gain a map needs (either side) makes the choice a close call.
+CLOSE_FACTOR = 1.5
+
+
+def _close_call(
+    gain: dict[str, float], need: dict[str, float], refused: dict[str, str], chosen: str | None
+) -> str | None:
+    """A sentence when the verdict lies within :data:`CLOSE_FACTOR` of flipping: the chosen map's gain below
+    ``CLOSE_FACTOR`` times what it needs, or (read-out kept) a map's gain above ``1 / CLOSE_FACTOR`` of it. The
+    verdict then rests on which labels fell in the fit part; another split (``--seed``) or a few more labels
+    may decide otherwise. None when the choice is clear."""
+    if chosen is not None:
+        near = [chosen] if gain[chosen] <= need[chosen] * CLOSE_FACTOR else []
+    else:
+        near = [m for m in gain if m not in refused and gain[m] >= need[m] / CLOSE_FACTOR]
+    if not near:
+        return None
+    parts = ", ".join(f"{m} gains {gain[m]:+.3f} against the {need[m]:.3f} it needs" for m in near)
+    return f"a close call: {parts}; another split of the labels (--seed) may choose differently"
+
+
 def _choose(
     method: MethodChoice,
     key: str,
@@ -390,13 +411,17 @@ def _choose(
     info["required_gain"] = need
     info["gain"] = {m: nll["none"] - nll[m] for m in METHODS}
     better = [m for m in METHODS if m not in refused and nll["none"] - nll[m] > need[m]]
+    chosen = min(better, key=lambda m: nll[m]) if better else None
+    close = _close_call(info["gain"], need, refused, chosen)
+    if close:
+        info["close_call"] = close
     if not better:
         why = "; ".join(f"{m} refused: {r}" for m, r in refused.items())
         gains = ", ".join(f"{m} {nll['none'] - nll[m]:+.4f} (needs > {need[m]:.4f})" for m in METHODS)
         info.update(
             method="none",
             verdict=f"read-out kept: no map lowers the cross-validated NLL by more than {MARGIN} nats per rating "
-            "and twice its standard error across folds",
+            "and twice its standard error across folds" + (f" ({close})" if close else ""),
             reason=f"no map lowers the held-out NLL of the read-out by more than the margin {MARGIN} and {SE_MULTIPLE:g} "
             f"standard errors across folds (gains {gains})" + (f"; {why}" if why else ""),
         )
@@ -405,7 +430,7 @@ def _choose(
     info.update(
         method=best,
         verdict=f"{best}: lowers the cross-validated NLL by {nll['none'] - nll[best]:.3f} nats per rating "
-        f"(margin {MARGIN}, standard error {se[best]:.3f})",
+        f"(margin {MARGIN}, standard error {se[best]:.3f})" + (f" ({close})" if close else ""),
         reason=f"lowest held-out NLL ({nll[best]:.4f}; read-out {nll['none']:.4f}), by more than "
         f"{need[best]:.4f}",
     )

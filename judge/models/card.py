@@ -323,17 +323,36 @@ def _model_files(folder: Path) -> list[Path]:
     return sorted(p for p in folder.rglob("*") if p.is_file() and not p.name.startswith("."))
 
 
+#: Card entries a fingerprint leaves out: judge-calibrate rewrites them, and the raw scores they were fitted
+#: on stay this judge's (each has its own fingerprint in every score's producer and a run's identity).
+_FITTED_LATER = ("calibration", "selective")
+
+
+def _card_identity(path: Path) -> bytes:
+    """The card's bytes as a fingerprint reads them: its JSON without :data:`_FITTED_LATER` (a card that is
+    not JSON is hashed as it is; reading it refuses it elsewhere)."""
+    raw = path.read_bytes()
+    try:
+        card = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return raw
+    if not isinstance(card, dict):
+        return raw
+    kept = {k: v for k, v in card.items() if k not in _FITTED_LATER}
+    return f"{CARD_NAME}\0".encode() + json.dumps(kept, sort_keys=True).encode()
+
+
 def judge_fingerprint(source: str | Path) -> str:
-    """SHA-256 of what a judge's scores depend on: for a judge folder its card and every file of
-    ``adapter/`` and ``merged/`` (so retraining into the same folder changes it); for a plain model
+    """SHA-256 of what a judge's scores depend on: for a judge folder its card (but for the calibration and
+    thresholds it names, which judge-calibrate rewrites) and every file of ``adapter/`` and ``merged/`` (so
+    retraining into the same folder changes it); for a plain model
     folder every file in it; for ``tiny[:seed=N]`` the built model's weights and tokenizer; for a
     hub id the files of its cached snapshot (else the id itself, which cannot be loaded anyway)."""
     h = hashlib.sha256()
     p = Path(source)
     if (p / CARD_NAME).is_file():
-        files = [p / CARD_NAME] + [
-            f for sub in ("adapter", "merged") if (p / sub).is_dir() for f in _model_files(p / sub)
-        ]
+        h.update(_card_identity(p / CARD_NAME))
+        files = [f for sub in ("adapter", "merged") if (p / sub).is_dir() for f in _model_files(p / sub)]
         _hash_files(h, p, files)
     elif p.is_dir():
         _hash_files(h, p, _model_files(p))

@@ -78,6 +78,8 @@ def calibrate_judge(cfg: CalibrateConfig) -> CalibrateResult:
     ]
     if not judged:
         raise ConfigError(f"{scores}: no judge scores (metric judge) to calibrate on")
+    if cfg.scores is not None:
+        _check_own_raw_scores(judged[0].records, scores, spec)
     matched = match_scorer(judged[0], items, rubric)
     labelled = labelled_scores(matched)
     found = matched.coverage["labels"]
@@ -176,6 +178,28 @@ def _score_raw(spec: JudgeSpec, human: list[str], path: Path, cfg: CalibrateConf
             out.extend(batch.records)
             bar.update(batch.items)
     write_jsonl(path, out)
+
+
+def _check_own_raw_scores(records: list, path: Path, spec: JudgeSpec) -> None:
+    """``--scores`` must be this judge's raw scores: a calibration fitted on another judge's scores, or on
+    calibrated ones, would be written into this judge's card and applied to every score it gives. Each
+    record's ``producer`` says who made it (``fingerprint``: :func:`~judge.models.card.judge_fingerprint`,
+    which a calibration does not change); a file made by hand, with no producer, is taken as it is."""
+    own = spec.fingerprint[:16]
+    for line, rec in records:
+        prod = rec.producer or {}
+        fp = prod.get("fingerprint")
+        if fp is not None and str(fp) != own:
+            raise ConfigError(
+                f"`scores` {path}, line {line}: scored by another judge ({prod.get('judge', '?')}, fingerprint "
+                f"{str(fp)[:16]}; this judge: {own}): a calibration is fitted on the judge's own raw scores. "
+                f"Leave out --scores to score the labelled files with this judge, or give its own scores file"
+            )
+        if prod.get("calibration") is not None:
+            raise ConfigError(
+                f"`scores` {path}, line {line}: a calibrated score (producer.calibration is set): a calibration "
+                "is fitted on raw scores. Leave out --scores, or give a file scored before calibrating"
+            )
 
 
 def _validation_split(judge_dir: str, card: JudgeCard) -> str:

@@ -316,6 +316,9 @@ def calibration_verdict(files: RunFiles, scorer: str | None, criterion: str = OV
             )
             if c.get("reason"):
                 details.append(f"why: {c['reason']}")
+            if c.get("close_call"):
+                headline += f"; {c['close_call'].split(':')[0]}"
+                details.append(c["close_call"])
             if method != "none" and maps:
                 details.append(f"each map's cross-validated NLL: {maps}; the read-out's {nll['none']:.4f}")
             others = [k for k in choice if k != key]
