@@ -126,7 +126,8 @@ def _check_sampling(body: Mapping[str, Any], policy: str) -> tuple[str | None, s
     top_p = optional_number(body, "top_p")
     if top_p is not None and not 0 <= top_p <= 1:
         raise RequestError(f"`top_p` {top_p:g} must be between 0 and 1", param="top_p")
-    asked, greedy = [], []
+    asked: list[str] = []
+    greedy: list[str] = []
     cold = temperature is not None and temperature <= GREEDY_TEMPERATURE
     if temperature is not None and temperature != 0:
         (greedy if cold else asked).append(f"temperature {temperature:g}")

@@ -110,7 +110,7 @@ def formatted(fmt: ResponseFormat, content: str, judge: Mapping[str, Any] | None
         required = fmt.schema.get("required")
         if json_reply and set(required if isinstance(required, list) else props) <= set(json.loads(content)):
             return content  # the tool's JSON answer has the schema's properties already
-        if scored:
+        if judge is not None:  # a tool's prompt that scored nothing is refused by fill, saying so
             return json.dumps(fill(fmt.schema, judge, fmt.where))
         why = "the reply is generated text, which is not held to a schema"
     raise RequestError(
@@ -129,7 +129,9 @@ def _system_texts(messages: Any) -> list[tuple[int, str]]:
             continue
         content = m.get("content")
         parts = content if isinstance(content, list) else [{"type": "text", "text": content}]
-        text = "".join(p["text"] for p in parts if isinstance(p, Mapping) and isinstance(p.get("text"), str))
+        text = "".join(
+            str(p["text"]) for p in parts if isinstance(p, Mapping) and isinstance(p.get("text"), str)
+        )
         out.append((k, text))
     return out
 

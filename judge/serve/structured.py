@@ -166,7 +166,7 @@ def fill(schema: Mapping[str, Any], judge: Mapping[str, Any] | None, where: str)
             "responses, or several criteria): leave response_format out and read the tool's own answer",
         )
     props: Mapping[str, Any] = top["properties"]
-    required = top.get("required") if isinstance(top.get("required"), list) else []
+    required: list[Any] = top["required"] if isinstance(top.get("required"), list) else []
     nodes = {str(k): _resolve(v, schema, f"{where}.properties.{k}") for k, v in props.items()}
     candidates = [k for k, n in nodes.items() if _kind(n)[0] in ("number", "integer", "boolean", "labels")]
     if len(candidates) != 1:
@@ -300,8 +300,8 @@ def _plain(node: Mapping[str, Any], statement: str, root: Mapping[str, Any], at:
     if kind == "array" and not node.get("minItems"):
         return []
     if kind == "object" and depth < MAX_DEPTH:
-        props = node.get("properties") if isinstance(node.get("properties"), Mapping) else {}
-        required = node.get("required") if isinstance(node.get("required"), list) else []
+        props: Mapping[str, Any] = node["properties"] if isinstance(node.get("properties"), Mapping) else {}
+        required: list[Any] = node["required"] if isinstance(node.get("required"), list) else []
         out = {}
         for key, sub in props.items():
             sub_at = f"{at}.properties.{key}"
