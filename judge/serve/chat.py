@@ -108,12 +108,14 @@ def complete(
     arrived (its deadline counts from then; default now)."""
     from judge.serve import protocols
     from judge.serve.request_fields import formatted, refuse_unhonoured, response_format
+    from judge.serve.tool_calls import forced_call
 
     deadline = request_deadline(service, body, timeout, since)
     images = RequestImages()
     opened: list = []
     try:
         refuse_unhonoured(body)
+        call = forced_call(body)  # a forced tool call: answered with the reading in its arguments
         fmt = response_format(body)
         req = parse_request(service, body, images, sampled_scores=True)
         req.deadline = deadline
@@ -140,9 +142,14 @@ def complete(
             if answer is None:
                 if fmt.kind != "text":
                     formatted(fmt, "", None, False)  # refused before generating: text is held to no format
+                if call is not None:
+                    call.refuse_generated()
                 refuse_sampling(req.sampling_ignored, service.cfg.sampling)
                 answer = _generate(service, req, opened, streamer)
-        answer.content = formatted(fmt, answer.content, answer.judge, protocols.json_reply(answer.judge))
+        if call is not None:
+            arguments = call.arguments(answer.judge)
+        else:
+            answer.content = formatted(fmt, answer.content, answer.judge, protocols.json_reply(answer.judge))
     except RequestError as e:  # in the client's terms: no path of the server's disk in an answer
         raise RequestError(images.scrub(str(e)) or "", e.status, param=e.param, code=e.code) from None
     finally:
@@ -153,9 +160,10 @@ def complete(
     headers = {"X-Judge-Scored": "true" if scored else "false"}
     if answer.judge is not None and "protocol" in answer.judge:
         headers["X-Judge-Protocol"] = answer.judge["protocol"]
-    if req.sampling_ignored:
-        headers["X-Judge-Sampling"] = f"greedy ({req.sampling_ignored} decoded greedily)"
-    return _completion(service, req, answer), headers
+    if req.sampling_header:
+        headers["X-Judge-Sampling"] = req.sampling_header
+    reply = _completion(service, req, answer)
+    return (call.shape(reply, arguments) if call is not None else reply), headers
 
 
 def _score(service: JudgeService, req: ChatRequest, match: JudgeMatch) -> Answer:

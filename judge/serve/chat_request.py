@@ -18,6 +18,10 @@ from judge.serve.service import JudgeService, RequestError, RequestImages
 MAX_TOP_LOGPROBS = 20
 #: Most ``stop`` sequences (OpenAI's limit).
 MAX_STOP = 4
+#: A ``temperature`` at or below this is greedy decoding (ragas sends 0.01): it multiplies every logit gap
+#: by 100 or more, so a sample is the argmax but for near-ties; such a request, and ``top_p`` with it or with
+#: temperature 0, is accepted and decoded greedily, and the reply says so (``X-Judge-Sampling``).
+GREEDY_TEMPERATURE = 0.01
 # "developer" is what newer OpenAI clients send instead of "system".
 _ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
 _DETAILS = (None, "auto", "low", "high")
@@ -37,6 +41,16 @@ class ChatRequest:
     deadline: float = math.inf  #: time.monotonic() past which the request is answered 504
     model: str = ""  #: the served name the request asked for (echoed in the reply)
     sampling_ignored: str | None = None  #: what sampling the request asked for, decoded greedily
+    sampling_greedy: str | None = None  #: sampling settings that are greedy decoding (GREEDY_TEMPERATURE)
+
+    @property
+    def sampling_header(self) -> str | None:
+        """The ``X-Judge-Sampling`` header: how the request's sampling settings were decoded, if any."""
+        if self.sampling_ignored:
+            return f"greedy ({self.sampling_ignored} decoded greedily)"
+        if self.sampling_greedy:
+            return f"greedy ({self.sampling_greedy}: greedy decoding, temperature at most {GREEDY_TEMPERATURE:g})"
+        return None
 
 
 def parse_request(
@@ -60,7 +74,7 @@ def parse_request(
             param="model",
             code="model_not_found",
         )
-    ignored = _check_sampling(body, "greedy" if sampled_scores else service.cfg.sampling)
+    ignored, greedy = _check_sampling(body, "greedy" if sampled_scores else service.cfg.sampling)
     legacy = optional_int(body, "max_tokens", lo=1)
     asked = optional_int(body, "max_completion_tokens", lo=1)  # the newer name wins when both are sent
     asked = asked if asked is not None else legacy
@@ -97,23 +111,28 @@ def parse_request(
         stop=_stop(body.get("stop")),
         model=model,
         sampling_ignored=ignored,
+        sampling_greedy=greedy,
     )
 
 
-def _check_sampling(body: Mapping[str, Any], policy: str) -> str | None:
+def _check_sampling(body: Mapping[str, Any], policy: str) -> tuple[str | None, str | None]:
     """Refuse what cannot be honoured; under ``policy == "greedy"`` a request to sample is accepted, and
-    what it asked for is returned (to be said in a header) since decoding stays greedy."""
+    what it asked for is returned first (to be said in a header) since decoding stays greedy. Second:
+    settings that are greedy decoding already (a temperature at most :data:`GREEDY_TEMPERATURE`, and
+    ``top_p`` with it), accepted under any policy."""
     temperature = optional_number(body, "temperature")
     if temperature is not None and temperature < 0:
         raise RequestError(f"`temperature` {temperature:g} must be 0 or more", param="temperature")
     top_p = optional_number(body, "top_p")
     if top_p is not None and not 0 <= top_p <= 1:
         raise RequestError(f"`top_p` {top_p:g} must be between 0 and 1", param="top_p")
-    asked = []
+    asked: list[str] = []
+    greedy: list[str] = []
+    cold = temperature is not None and temperature <= GREEDY_TEMPERATURE
     if temperature is not None and temperature != 0:
-        asked.append(f"temperature {temperature:g}")
+        (greedy if cold else asked).append(f"temperature {temperature:g}")
     if top_p is not None and top_p < 1:
-        asked.append(f"top_p {top_p:g}")
+        (greedy if cold else asked).append(f"top_p {top_p:g}")  # nucleus of a greedy pick: the pick
     refuse_sampling(", ".join(asked) or None, policy)
     n = optional_int(body, "n", lo=1)
     if n is not None and n != 1:
@@ -122,7 +141,7 @@ def _check_sampling(body: Mapping[str, Any], policy: str) -> str | None:
         )
     optional_bool(body, "stream")  # true: answered as server-sent events (judge.serve.streaming)
     optional_int(body, "seed")
-    return ", ".join(asked) or None
+    return ", ".join(asked) or None, ", ".join(greedy) or None
 
 
 def refuse_sampling(asked: str | None, policy: str) -> None:
@@ -240,6 +259,7 @@ def optional_bool(body: Mapping[str, Any], name: str) -> bool | None:
 
 
 __all__ = [
+    "GREEDY_TEMPERATURE",
     "MAX_STOP",
     "MAX_TOP_LOGPROBS",
     "ChatRequest",

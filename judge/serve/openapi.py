@@ -88,7 +88,8 @@ class JsonSchema(BaseModel):
     name: str | None = None
     schema_: dict[str, Any] = Field(
         alias="schema",
-        description="an object schema with one number (or integer) property, the score, and otherwise strings",
+        description="an object schema with one score property (number, integer, boolean or labels such as "
+        "correct/incorrect) and otherwise strings; filled from the judge's reading (docs/serving.md)",
     )
     strict: bool | None = None
 
@@ -106,9 +107,10 @@ class StreamOptions(BaseModel):
 
 
 class ChatCompletionRequest(BaseModel):
-    """``POST /v1/chat/completions``, OpenAI's shape. ``tools``, ``tool_choice``, ``functions``, ``logit_bias`` and
-    non-zero ``frequency_penalty``/``presence_penalty`` are refused (422): nothing the server cannot honour is
-    ignored."""
+    """``POST /v1/chat/completions``, OpenAI's shape. ``tools`` with a ``tool_choice`` forcing one function are
+    answered with a tool call (the judge's reading in its arguments); other uses of tools, ``functions``,
+    ``logit_bias`` and non-zero ``frequency_penalty``/``presence_penalty`` are refused (422): nothing the server
+    cannot honour is ignored."""
 
     model_config = ConfigDict(extra="allow")
 
@@ -116,7 +118,7 @@ class ChatCompletionRequest(BaseModel):
     messages: list[ChatMessage] = Field(min_length=1)
     max_tokens: int | None = Field(None, ge=1)
     max_completion_tokens: int | None = Field(None, ge=1)
-    temperature: float | None = Field(None, description="0 or absent: decoding is greedy")
+    temperature: float | None = Field(None, description="0, at most 0.01, or absent: decoding is greedy")
     top_p: float | None = Field(None, ge=0, le=1)
     n: int | None = Field(None, ge=1, le=1)
     stream: bool | None = Field(

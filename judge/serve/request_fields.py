@@ -1,16 +1,16 @@
 """Chat request fields the server cannot honour are refused, not ignored; ``response_format`` and
 ``stream_options`` are read here.
 
-* ``tools``, ``tool_choice``, ``functions``, ``function_call``, ``parallel_tool_calls``: the judge calls no
-  tools (a client asking for a tool call, as langchain's ``with_structured_output(method="function_calling")``
-  does, would otherwise get plain text and read nothing);
 * ``logit_bias`` (non-empty), ``frequency_penalty`` and ``presence_penalty`` (non-zero): the decoding is plain
   greedy argmax and the scores are read, not decoded;
 * ``response_format``: ``text``; ``json_object`` for a reply that is JSON (the judge's own prompt, answered
-  ``{"score": x}``, or a tool's prompt whose answer is JSON); ``json_schema`` whose schema has exactly one
-  number (or integer) property and otherwise only string properties, for a scored reply: the number is the
-  score (on the tool's scale for a tool's prompt with one, else the judge's calibrated expected score), the
-  strings the judge's note on what it scored. Generated text cannot be held to a format: refused (422).
+  ``{"score": x}``, or a tool's prompt whose answer is JSON; a system message that quotes a JSON schema or
+  lists the keys, :func:`~judge.serve.structured.prompt_schema`, has it filled as ``json_schema``'s); ``json_schema`` (strict or not) for a scored
+  reply: the client's schema filled from the judge's reading (:mod:`judge.serve.structured`: the score
+  under whatever name and in whatever form the schema gives it, the strings a statement of the reading).
+  Generated text cannot be held to a format: refused (422).
+
+``tools``/``tool_choice`` (a forced call is answered, anything else refused) are :mod:`judge.serve.tool_calls`'.
 """
 
 from __future__ import annotations
@@ -21,21 +21,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from judge.serve.service import RequestError
-
-_TOOL_FIELDS = ("tools", "tool_choice", "functions", "function_call", "parallel_tool_calls")
+from judge.serve.structured import check_schema, fill, prompt_schema
 
 
 def refuse_unhonoured(body: Mapping[str, Any]) -> None:
-    """A 422 naming the first field in ``body`` the server would otherwise have to ignore."""
-    for name in _TOOL_FIELDS:
-        if body.get(name) is not None:
-            raise RequestError(
-                f"`{name}`: this server calls no tools and returns no tool calls (a judge answers with its "
-                "score); leave it out. For structured output send response_format json_schema with one "
-                "number property",
-                param=name,
-                code="tools_not_supported",
-            )
+    """A 422 naming the first field in ``body`` the server would otherwise have to ignore (the tool fields
+    are :mod:`judge.serve.tool_calls`' to check)."""
     bias = body.get("logit_bias")
     if bias is not None and (not isinstance(bias, Mapping) or bias):
         raise RequestError(
@@ -59,21 +50,32 @@ def refuse_unhonoured(body: Mapping[str, Any]) -> None:
 
 @dataclass(frozen=True)
 class ResponseFormat:
-    """A request's ``response_format``: ``kind`` text, json_object or json_schema; for a schema, its
-    properties' types and the required ones."""
+    """A request's ``response_format``: ``kind`` text, json_object or json_schema; for a schema, the
+    client's schema (checked for shape and size by :func:`~judge.serve.structured.check_schema`)."""
 
     kind: str = "text"
-    types: tuple[tuple[str, Any], ...] = ()  #: (property, its JSON type)
-    required: tuple[str, ...] = ()
+    schema: Mapping[str, Any] | None = None
+    where: str = "response_format.json_schema.schema"  #: where the schema came from (named in refusals)
+
+
+#: Where the client's schema sits in a request (named in refusals).
+SCHEMA_FIELD = "response_format.json_schema.schema"
 
 
 def response_format(body: Mapping[str, Any]) -> ResponseFormat:
-    """The request's ``response_format``, checked for shape (a 422 naming the field); whether the reply can
-    be held to it is :func:`formatted`'s to say."""
+    """The request's ``response_format``, checked for shape (a 422 naming the field) before anything is
+    scored; whether the reply can be held to it is :func:`formatted`'s to say."""
     fmt = body.get("response_format")
     if fmt is None:
         return ResponseFormat()
     kind = fmt.get("type") if isinstance(fmt, Mapping) else None
+    if kind == "json_object":  # a schema or a field list a system message gives is filled as json_schema's
+        for k, text in _system_texts(body.get("messages")):
+            quoted = prompt_schema(text)
+            if quoted is not None:
+                where = f"messages[{k}].content"
+                check_schema(quoted, where)
+                return ResponseFormat(kind, quoted, where)
     if kind in ("text", "json_object"):
         return ResponseFormat(kind)
     if kind != "json_schema":
@@ -83,15 +85,8 @@ def response_format(body: Mapping[str, Any]) -> ResponseFormat:
         )
     spec = fmt.get("json_schema")
     schema = spec.get("schema") if isinstance(spec, Mapping) else None
-    props = schema.get("properties") if isinstance(schema, Mapping) else None
-    if not isinstance(props, Mapping) or not props:
-        raise RequestError(
-            "`response_format.json_schema.schema` must be an object schema with `properties`",
-            param="response_format",
-        )
-    required = schema.get("required") if isinstance(schema, Mapping) else None
-    types = tuple((str(k), v.get("type") if isinstance(v, Mapping) else None) for k, v in props.items())
-    return ResponseFormat("json_schema", types, tuple(required) if isinstance(required, list) else ())
+    check_schema(schema, SCHEMA_FIELD)
+    return ResponseFormat("json_schema", schema)
 
 
 def formatted(fmt: ResponseFormat, content: str, judge: Mapping[str, Any] | None, json_reply: bool) -> str:
@@ -104,36 +99,41 @@ def formatted(fmt: ResponseFormat, content: str, judge: Mapping[str, Any] | None
     if fmt.kind == "json_object":
         if json_reply:
             return content
+        if scored and fmt.schema is not None:
+            return json.dumps(fill(fmt.schema, judge, fmt.where))
         if scored and judge is not None and "protocol" not in judge:
             return json.dumps({"score": judge["expected"]})
         why = "only the judge's own prompt or a tool's prompt answered in JSON can be given as a JSON object"
     else:
-        if json_reply and set(fmt.required or [k for k, _ in fmt.types]) <= set(json.loads(content)):
+        assert fmt.schema is not None
+        props = dict(fmt.schema.get("properties") or {})
+        required = fmt.schema.get("required")
+        if json_reply and set(required if isinstance(required, list) else props) <= set(json.loads(content)):
             return content  # the tool's JSON answer has the schema's properties already
-        numbers = [k for k, t in fmt.types if t in ("number", "integer")]
-        others = [k for k, t in fmt.types if k not in numbers and t != "string"]
-        value = judge.get("value", judge.get("expected")) if scored and judge is not None else None
-        if len(numbers) == 1 and not others and isinstance(value, (int, float)):
-            integer = dict(fmt.types)[numbers[0]] == "integer"
-            note = (judge or {}).get(
-                "note"
-            ) or f"the judge's expected score on {(judge or {}).get('criterion')!r}"
-            strings = [k for k, t in fmt.types if t == "string"]
-            return json.dumps(
-                {numbers[0]: round(value) if integer else value, **dict.fromkeys(strings, note)}
-            )
-        why = (
-            "this server fills a schema with exactly one number property (the score) and otherwise strings, "
-            f"for a scored reply with one score; this schema has {len(numbers)} number properties"
-            + (f" and properties of other types ({', '.join(others)})" if others else "")
-            + ("" if scored else ", and the reply is generated text")
-        )
+        if judge is not None:  # a tool's prompt that scored nothing is refused by fill, saying so
+            return json.dumps(fill(fmt.schema, judge, fmt.where))
+        why = "the reply is generated text, which is not held to a schema"
     raise RequestError(
         f"`response_format` {fmt.kind}: {why}. Generated text is not held to a format: send response_format "
         "text, the judge's own prompt (judge.judge_chat_messages), or a tool's grading prompt it recognises",
         param="response_format",
         code="format_not_supported",
     )
+
+
+def _system_texts(messages: Any) -> list[tuple[int, str]]:
+    """``(index, text)`` of each system (or developer) message of a raw ``messages`` list."""
+    out = []
+    for k, m in enumerate(messages if isinstance(messages, list) else []):
+        if not isinstance(m, Mapping) or m.get("role") not in ("system", "developer"):
+            continue
+        content = m.get("content")
+        parts = content if isinstance(content, list) else [{"type": "text", "text": content}]
+        text = "".join(
+            str(p["text"]) for p in parts if isinstance(p, Mapping) and isinstance(p.get("text"), str)
+        )
+        out.append((k, text))
+    return out
 
 
 def stream_options(body: Mapping[str, Any]) -> bool:
@@ -148,4 +148,11 @@ def stream_options(body: Mapping[str, Any]) -> bool:
     return bool(opts.get("include_usage", False))
 
 
-__all__ = ["ResponseFormat", "formatted", "refuse_unhonoured", "response_format", "stream_options"]
+__all__ = [
+    "SCHEMA_FIELD",
+    "ResponseFormat",
+    "formatted",
+    "refuse_unhonoured",
+    "response_format",
+    "stream_options",
+]

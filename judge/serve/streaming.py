@@ -4,7 +4,8 @@ Each event is ``data: {chat.completion.chunk}``; the stream ends with ``data: [D
 carries ``delta.role``; generated text then comes token by token as the model produces it (held back only
 while it could still be the start of a ``stop`` sequence, or ends inside a multi-byte character); a
 scored reply (the judge's own prompt, or a tool's grading prompt) comes as one content chunk, since it is
-read in one forward pass. With ``logprobs`` one chunk carries them all after the text; the last chunk has
+read in one forward pass; a forced tool call (:mod:`judge.serve.tool_calls`) comes as OpenAI streams one (the
+call's id and name, then its arguments, then ``finish_reason: tool_calls``). With ``logprobs`` one chunk carries them all after the text; the last chunk has
 ``finish_reason`` and the reply's ``judge`` field; with ``stream_options: {"include_usage": true}`` a
 final chunk with empty ``choices`` carries ``usage``, as OpenAI sends it.
 
@@ -149,8 +150,8 @@ async def stream(
     req = value
     include_usage = stream_options(body)
     headers = {"X-Judge-Scored": "false"}
-    if req.sampling_ignored:
-        headers["X-Judge-Sampling"] = f"greedy ({req.sampling_ignored} decoded greedily)"
+    if req.sampling_header:
+        headers["X-Judge-Sampling"] = req.sampling_header
     base = _base(service, req.model)
     return StreamingResponse(
         _generated(base, queue, task, streamer, include_usage), media_type="text/event-stream",
@@ -189,8 +190,18 @@ def _closing(base: Mapping[str, Any], reply: Mapping[str, Any], include_usage: b
 async def _scored(reply: Mapping[str, Any], include_usage: bool) -> AsyncIterator[str]:
     base = {k: reply[k] for k in ("id", "created", "model", "system_fingerprint")}
     base["object"] = "chat.completion.chunk"
+    message = reply["choices"][0]["message"]
+    if message.get("tool_calls"):  # a forced tool call (judge.serve.tool_calls): as OpenAI streams one
+        call = message["tool_calls"][0]
+        head = {**call, "index": 0, "function": {"name": call["function"]["name"], "arguments": ""}}
+        yield _chunk(base, {"role": "assistant", "content": None, "tool_calls": [head]})
+        args = {"index": 0, "function": {"arguments": call["function"]["arguments"]}}
+        yield _chunk(base, {"tool_calls": [args]})
+        for chunk in _closing(base, reply, include_usage):
+            yield chunk
+        return
     yield _chunk(base, {"role": "assistant", "content": ""})
-    content = reply["choices"][0]["message"]["content"]
+    content = message["content"]
     if content:
         yield _chunk(base, {"content": content})
     for chunk in _closing(base, reply, include_usage):
