@@ -30,7 +30,7 @@ import copy
 import logging
 import math
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +45,8 @@ from judge.models.card import JudgeCard
 from judge.models.selective import Selective
 from judge.models.text_budget import text_tokens_over
 from judge.scoring.output import RunIdentity, item_key
+from judge.scoring.prepared import Item, Prepared
+from judge.scoring.workers import prepared_in_workers
 
 logger = logging.getLogger(__name__)
 
@@ -343,36 +345,6 @@ class Batch:
     scored: int = 0  #: criterion scores computed by the model (unscorable ones not counted)
 
 
-@dataclass
-class _Item:
-    rec: PredictionRecord
-    criteria: list[str]  #: the criteria asked for (one record each, in this order)
-    images: list = field(default_factory=list)
-    max_patches: int | None = None
-    #: the criteria run through the model (default: ``criteria``; reproducible: the whole family's)
-    compute: list[str] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        if not self.compute:
-            self.compute = list(self.criteria)
-
-
-@dataclass
-class Prepared:
-    """One item made ready by :meth:`JudgeEngine.prepare`: encoded for the model, or already settled as
-    unscorable (``records`` set, ``encoded`` None). ``cost``: the tokens it adds to a forward pass."""
-
-    key: Any
-    item: _Item
-    encoded: Any  #: :class:`~judge.models.readout.Encoded`, or None
-    records: list[ScoreRecord] | None
-    cost: int
-
-    @property
-    def rec(self) -> PredictionRecord:
-        return self.item.rec
-
-
 class JudgeEngine:
     """Scores prediction records with a loaded judge; see the module doc.
 
@@ -514,16 +486,16 @@ class JudgeEngine:
             details=details,
         )
 
-    def _unscorable(self, item: _Item, reason: str, code: str) -> list[ScoreRecord]:
+    def _unscorable(self, item: Item, reason: str, code: str) -> list[ScoreRecord]:
         return [self._record(item.rec, c, reason=reason, code=code) for c in item.criteria]
 
-    def _too_long(self, item: _Item, what: str) -> list[ScoreRecord]:
+    def _too_long(self, item: Item, what: str) -> list[ScoreRecord]:
         room = f" minus {self.max_new_tokens + 8} for the rationale" if self.rationale else ""
         reason = f"{what}, over the context budget of {self.max_tokens}{room} (--max-tokens)"
         return self._unscorable(item, reason, "too_long")
 
     # -- encoding
-    def _request(self, item: _Item, key: Any):
+    def _request(self, item: Item, key: Any):
         from judge.models.readout import ScoreRequest
 
         rec = item.rec
@@ -541,7 +513,7 @@ class JudgeEngine:
             max_patches=item.max_patches,
         ), prompts[0].images
 
-    def _prepare(self, item: _Item, key: Any):
+    def _prepare(self, item: Item, key: Any):
         """An encoded request, or the item's unscorable records. Needs no model (workers run it)."""
         from judge.models.readout import encode_request
 
@@ -587,7 +559,7 @@ class JudgeEngine:
         return enc
 
     @staticmethod
-    def _close(item: _Item) -> None:
+    def _close(item: Item) -> None:
         for im in item.images:
             im.close()
         item.images.clear()  # the request holds the same list
@@ -600,7 +572,7 @@ class JudgeEngine:
         as unscorable. ``criteria``: default all of its family's; ``key``: the caller's handle, given back
         by :meth:`score_prepared`."""
         wanted = list(criteria) if criteria is not None else self.pending(rec)
-        item = _Item(rec, wanted)
+        item = Item(rec, wanted)
         if self.reproducible and not self.rationale:
             # The whole family, always: which criteria run must not depend on which were asked for.
             family = judge_criteria(self.rubric, rec)
@@ -685,8 +657,6 @@ class JudgeEngine:
     ) -> Iterator[list[Prepared]]:
         """``todo`` prepared, ``chunk_size`` items at a time: in worker processes (``workers``), or here."""
         if self.workers and not self.rationale and len(todo) > 1:
-            from judge.scoring.workers import prepared_in_workers
-
             yield from prepared_in_workers(self, todo, self.workers, self.chunk_size)
             return
         for start in range(0, len(todo), self.chunk_size):
@@ -698,7 +668,7 @@ class JudgeEngine:
         light.scorer = None  # type: ignore[assignment]
         return light
 
-    def _records(self, item: _Item, scores) -> list[ScoreRecord]:
+    def _records(self, item: Item, scores) -> list[ScoreRecord]:
         by_criterion = dict(zip(item.compute, scores, strict=True))
         return [
             self._record(item.rec, c, by_criterion[c], max_patches=item.max_patches) for c in item.criteria
