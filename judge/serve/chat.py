@@ -113,6 +113,7 @@ def complete(
                 opened.append(open_image(path, service.image_limits))
             except ImageError as e:
                 raise RequestError(f"{where}: {e}", param=where, code="invalid_image") from None
+        answer: Answer | None
         if match is not None:
             answer = _score(service, req, match)  # the engine opens the images itself, as /v1/score does
         else:  # a tool's own grading prompt (a registered protocol), else plain generation
