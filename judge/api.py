@@ -39,15 +39,10 @@ from judge.core.schema import (
     in_item_order,
     item_scores,
 )
+from judge.models import loader
+from judge.models.loader import JudgeSpec
 from judge.scoring.config import ENGINE_SETTINGS, ScoreConfig, engine_keywords
-from judge.scoring.engine import (
-    JudgeEngine,
-    JudgeSpec,
-    load_judge_model,
-    resolve_device,
-    resolve_judge,
-    select_criteria,
-)
+from judge.scoring.engine import JudgeEngine, select_criteria
 from judge.scoring.inputs import prediction_records
 
 if TYPE_CHECKING:
@@ -115,16 +110,17 @@ class Judge:
             calibration=calibration,
             **engine_options,
         )
-        spec = resolve_judge(
+        judge = loader.load(
             str(source),
             rubric,
             force=force,
             rationale=rationale,
             quantization=quantization,
             calibration=calibration,
+            device=device,
+            dtype=dtype,
         )
-        model, processor = load_judge_model(spec, device=resolve_device(device), dtype=dtype)
-        return cls(spec, JudgeEngine(model, processor, spec, **engine_keywords(cfg)))
+        return cls(judge.spec, JudgeEngine.for_judge(judge, **engine_keywords(cfg)))
 
     @property
     def rubric(self) -> Rubric:

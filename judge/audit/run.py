@@ -31,18 +31,12 @@ from judge.core.errors import JudgeError
 from judge.core.rubric import OVERALL, Rubric
 from judge.core.schema import PredictionRecord
 from judge.eval.clipscore import WEIGHT as CLIP_WEIGHT
-from judge.scoring.engine import (
-    JudgeEngine,
-    JudgeSpec,
-    default_criteria,
-    load_judge_model,
-    pending_criteria,
-    resolve_device,
-    resolve_judge,
-    rubric_criteria,
-)
+from judge.models import loader
+from judge.models.loader import JudgeSpec
+from judge.scoring.engine import JudgeEngine, default_criteria, pending_criteria, rubric_criteria
 from judge.scoring.inputs import load_inputs, question_id
 from judge.scoring.output import (
+    RunIdentity,
     RunInfo,
     RunInput,
     ScoreStore,
@@ -107,10 +101,10 @@ def build_versions(
 def run_audit(cfg: AuditConfig) -> AuditResult:
     """Run ``judge-audit``; see the module doc. Raises :class:`JudgeError` on bad input or options."""
     t0 = time.perf_counter()
-    from judge.models.loading import check_device
+    from judge.models.devices import check_device
 
     check_device(cfg.device)
-    spec = resolve_judge(cfg.judge, cfg.rubric, force=cfg.force)
+    spec = loader.resolve(cfg.judge, cfg.rubric, force=cfg.force)
     rubric = spec.rubric
     criteria = audited_criteria(cfg, spec)  # a criterion the rubric lacks is refused before anything runs
     inputs = load_inputs(
@@ -128,7 +122,7 @@ def run_audit(cfg: AuditConfig) -> AuditResult:
     ctx = Context(records, question_of, out / "images", cfg.seed)
 
     run_info = RunInfo(
-        identity=spec.identity(),
+        identity=RunIdentity.of(spec),
         inputs=[RunInput(**f) for f in inputs.describe()],
         options=cfg.model_dump(exclude={"inputs", "progress"}),
     )
@@ -182,10 +176,8 @@ def _score_judge(
     pending = [v.rec for v in versions if set(pending_criteria(spec.rubric, v.rec, done)) & wanted]
     if not pending:
         return 0
-    model, processor = load_judge_model(
-        spec, device=resolve_device(cfg.device), dtype=cfg.dtype, progress=cfg.progress
-    )
-    engine = JudgeEngine(model, processor, spec, batch_tokens=cfg.batch_tokens, max_tokens=cfg.max_tokens)
+    judge = loader.load(spec, device=cfg.device, dtype=cfg.dtype, progress=cfg.progress)
+    engine = JudgeEngine.for_judge(judge, batch_tokens=cfg.batch_tokens, max_tokens=cfg.max_tokens)
     from tqdm.auto import tqdm
 
     written = 0

@@ -133,7 +133,7 @@ def load_clip(path_or_id: str, device: str = "cpu") -> ClipEncoder:
         )
     from transformers import AutoConfig, AutoTokenizer, CLIPImageProcessorPil, CLIPModel
 
-    from judge.models.loading import check_model_source
+    from judge.models.sources import check_model_source
 
     check_model_source(path_or_id)
     try:

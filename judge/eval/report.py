@@ -89,7 +89,7 @@ def run_report(cfg: ReportConfig) -> ReportResult:
     t0 = time.perf_counter()
     rub = load_rubric(cfg.rubric)
     if cfg.clip_model:
-        from judge.models.loading import check_device
+        from judge.models.devices import check_device
 
         check_device(cfg.device)
     specs = list(cfg.scores)

@@ -1,5 +1,8 @@
 """Scorer models: loading (base, adapter, merged), the torchvision-free processor, the tiny model, score tokens.
 
+A judge loads through one call, :func:`judge.models.load` (:mod:`judge.models.loader`): a judge folder, a model
+folder or hub id with a rubric, or ``tiny`` in; a :class:`~judge.models.loader.LoadedJudge` out.
+
 Names are imported lazily: importing transformers' InternVL classes takes seconds, and a
 submodule such as ``judge.testing.tiny_clip`` should not pay for them.
 """
@@ -11,6 +14,10 @@ from importlib import import_module
 BATCH_TOKENS = 16384
 
 _EXPORTS = {
+    "load": "loader",
+    "resolve": "loader",
+    "LoadedJudge": "loader",
+    "JudgeSpec": "loader",
     "load_processor": "loading",
     "load_scorer": "loading",
     "InternVLImageTextProcessor": "processor",

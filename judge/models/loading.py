@@ -9,19 +9,34 @@ Weights load from safetensors only, and remote code runs only when asked.
 from __future__ import annotations
 
 import json
-import re
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-
-import torch
+from typing import TYPE_CHECKING
 
 from judge.core.errors import ConfigError
+from judge.models.devices import check_device, resolve_dtype
+from judge.models.sources import TINY_NAME as _TINY
+from judge.models.sources import check_model_source, tiny_seed
 
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
-_TINY = re.compile(r"^tiny(?::seed=(\d+))?$")
+if TYPE_CHECKING:
+    import torch
+
+# Re-exported: callers of these names from here keep working (they live in devices and sources now).
+__all__ = [
+    "build_tiny_processor",
+    "build_tiny_scorer",
+    "check_device",
+    "check_model_source",
+    "load_processor",
+    "load_scorer",
+    "progress_bars",
+    "quantization_config",
+    "resolve_dtype",
+    "save_tiny_scorer",
+    "tiny_seed",
+]
 
 
 @contextmanager
@@ -37,102 +52,6 @@ def progress_bars(enabled: bool) -> Iterator[None]:
         yield
     finally:
         hf_logging.enable_progress_bar()
-
-
-def tiny_seed(path_or_id: str) -> int:
-    """The seed of a ``tiny`` / ``tiny:seed=N`` model name (0 when not given)."""
-    m = _TINY.match(path_or_id)
-    if not m:
-        raise ConfigError(f"{path_or_id!r} is not a tiny model name (tiny or tiny:seed=N)")
-    return int(m.group(1) or 0)
-
-
-_DEVICE = re.compile(r"^(auto|cpu|mps|cuda)(?::(\d+))?$")
-
-
-def check_device(device: str) -> None:
-    """Fail early, in words, on a device this machine does not have (before any work is done)."""
-    m = _DEVICE.match(str(device))
-    if not m or (m.group(2) is not None and m.group(1) != "cuda"):
-        raise ConfigError(f"device {device!r} is not one of auto, cpu, cuda, cuda:N, mps")
-    kind, index = m.group(1), m.group(2)
-    if kind == "cuda":
-        if not torch.cuda.is_available():
-            why = (
-                "this torch was built without CUDA"
-                if torch.version.cuda is None
-                else "no CUDA GPU is visible"
-            )
-            raise ConfigError(
-                f"device {device!r} was asked for, but {why} (torch {torch.__version__}); "
-                "use cpu, or auto to take a GPU when there is one"
-            )
-        if index is not None and int(index) >= torch.cuda.device_count():
-            raise ConfigError(
-                f"device {device!r}: this machine has {torch.cuda.device_count()} CUDA GPU(s), "
-                f"numbered from 0"
-            )
-    if kind == "mps" and not torch.backends.mps.is_available():
-        raise ConfigError(f"device {device!r} was asked for, but MPS is not available on this machine")
-
-
-def resolve_dtype(dtype: str | torch.dtype, device: str) -> torch.dtype:
-    if isinstance(dtype, torch.dtype):
-        return dtype
-    if dtype == "auto":
-        return torch.bfloat16 if str(device).startswith("cuda") else torch.float32
-    if dtype not in DTYPES:
-        raise ConfigError(f"dtype {dtype!r} is not one of auto, {', '.join(DTYPES)}")
-    return DTYPES[dtype]
-
-
-def check_model_source(path_or_id: str, hint: str = "") -> None:
-    """Fail early, in words, on a model that cannot be loaded: a folder that is missing, incomplete or holds
-    no safetensors weights, or a hub id that is neither in the local Hugging Face cache nor reachable.
-    ``hint`` is added to a hub error (e.g. where to go without a checkpoint)."""
-    if _TINY.match(path_or_id):
-        return
-    p = Path(path_or_id)
-    if p.exists():
-        if not (p / "config.json").is_file():
-            raise ConfigError(f"model folder {str(p)!r} has no config.json; is it a saved model?")
-        if not any(p.glob("*.safetensors")):
-            raise ConfigError(
-                f"model folder {str(p)!r} has no .safetensors weights (judge loads weights from "
-                "safetensors only; re-save with save_pretrained(..., safe_serialization=True))"
-            )
-        return
-    if not _HUB_ID.match(path_or_id) or path_or_id.startswith((".", "/", "~")):
-        raise ConfigError(
-            f"model folder {path_or_id!r} does not exist (and it is not a hub id like 'org/name')"
-        )
-    _check_hub_model(path_or_id, hint)
-
-
-def _check_hub_model(repo_id: str, hint: str) -> None:
-    """A hub id is usable when its config is in the local cache, or the hub answers for it (a short probe,
-    so a machine without the hub fails in a second instead of after minutes of retries)."""
-    import os
-
-    from huggingface_hub import HfApi, try_to_load_from_cache
-
-    if isinstance(try_to_load_from_cache(repo_id, "config.json"), str):
-        return
-    tail = f"; {hint}" if hint else ""
-    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
-        raise ConfigError(
-            f"model {repo_id!r} is not in the local Hugging Face cache and HF_HUB_OFFLINE is set: "
-            f"download it where the hub is reachable (hf download {repo_id} --local-dir DIR), or use a "
-            f"local folder of it{tail}"
-        )
-    try:
-        HfApi().model_info(repo_id, timeout=10)
-    except Exception as e:  # noqa: BLE001 - any failure means the same to the user: the model is not to be had
-        raise ConfigError(
-            f"model {repo_id!r} is not in the local Hugging Face cache and the hub cannot provide "
-            f"it ({type(e).__name__}: {str(e).splitlines()[0][:160]}); download it where the hub is "
-            f"reachable (hf download {repo_id} --local-dir DIR), or use a local folder of it{tail}"
-        ) from None
 
 
 def build_tiny_processor(spec=None, rubric="mmie"):

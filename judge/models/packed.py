@@ -32,15 +32,14 @@ import os
 import shutil
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
 from judge.core.errors import ConfigError
 from judge.models.batching import kept_prefix_len
-
-if TYPE_CHECKING:
-    from judge.models.readout import Encoded
+from judge.models.float32_head import _is_dtensor
+from judge.models.requests import Encoded
 
 logger = logging.getLogger(__name__)
 
@@ -283,8 +282,6 @@ def flex_unavailable(device: torch.device) -> str | None:
 
 
 def _sharded(model) -> bool:
-    from judge.models.float32_head import _is_dtensor
-
     return any(hasattr(p, "ds_id") or _is_dtensor(p) for p in model.parameters())
 
 

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -45,9 +44,12 @@ from judge.core.template import SCORE_CUE
 from judge.models import BATCH_TOKENS
 from judge.models.batching import batch_cost, kept_prefix_len, pack, plan_batches, real_tokens
 from judge.models.float32_head import Float32Head
+from judge.models.packed import PACKED_ENV, pack_row, packed_attention, prefix_tree_mask, resolve_packed
+from judge.models.requests import CriterionScore, Encoded, EncodedShape, ScoreRequest
 from judge.models.score_tokens import score_token_ids
 
-#: Names other modules import from here (batching and the float32 head live in their own modules now).
+#: Names other modules import from here (batching, the float32 head and the request types live in their own
+#: modules now).
 __all__ = [
     "CriterionScore",
     "Encoded",
@@ -64,71 +66,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass
-class ScoreRequest:
-    """One response to score on one or more criteria; its prompts share the images.
-
-    ``prompts[i]`` is the chat (``[{"role": "user", ...}]``) asking for ``criteria[i]``;
-    ``images`` are PIL images in placeholder order; ``max_patches`` lowers the tiles per
-    image (the SFT builder records it for examples over the token budget).
-    """
-
-    key: Any
-    criteria: list[str]
-    prompts: list[list[dict]]
-    images: list = field(default_factory=list)
-    max_patches: int | None = None
-
-
-@dataclass
-class CriterionScore:
-    """The read-out of one (response, criterion)."""
-
-    expected: float  #: expectation of the scale values
-    argmax: int  #: most probable scale value
-    distribution: list[float]  #: probability of each scale value, lowest first
-    scale_mass: float  #: probability the unrestricted next-token distribution puts on the scale's tokens
-    num_tokens: int  #: prompt length in tokens (images expanded)
-    rationale: str | None = None
-
-
-@dataclass
-class Encoded:
-    """A request tokenised: one id list per criterion, the images' pixels once."""
-
-    request: ScoreRequest
-    input_ids: list[list[int]]
-    pixel_values: torch.Tensor | None
-    prefix_len: int  #: length of the token prefix every criterion shares
-
-    @property
-    def max_len(self) -> int:
-        return max(len(x) for x in self.input_ids)
-
-    @property
-    def lengths(self) -> list[int]:
-        """Token count of each criterion prompt."""
-        return [len(x) for x in self.input_ids]
-
-    @property
-    def shape(self) -> EncodedShape:
-        """What batching needs to know of this request (small enough to send between processes)."""
-        return EncodedShape(tuple(self.lengths), self.prefix_len, self.pixel_values is not None)
-
-
-@dataclass(frozen=True)
-class EncodedShape:
-    """An :class:`Encoded` request without its tokens and pixels: what :func:`plan_batches` packs by."""
-
-    lengths: tuple[int, ...]  #: token count of each criterion prompt
-    prefix_len: int
-    has_pixels: bool  #: whether its forward pass runs the vision tower
-
-    @property
-    def max_len(self) -> int:
-        return max(self.lengths)
 
 
 class ExpectedScorer:
@@ -149,8 +86,6 @@ class ExpectedScorer:
         device: str | torch.device | None = None,
         packed: str | None = None,
     ):
-        from judge.models.packed import resolve_packed
-
         self.model = model
         self.processor = processor
         self.tokenizer = getattr(processor, "tokenizer", processor)
@@ -365,8 +300,6 @@ class ExpectedScorer:
 
     def _packed(self, batch: Sequence[Encoded]) -> list[list[CriterionScore]]:
         """Every request of ``batch`` in one packed row, one forward pass (:mod:`judge.models.packed`)."""
-        from judge.models.packed import pack_row, packed_attention, prefix_tree_mask
-
         row = pack_row(batch)
         with _span("judge.block_mask"):
             mask = prefix_tree_mask(row, self.device)
@@ -530,8 +463,6 @@ def _rows(logits: torch.Tensor, positions: torch.Tensor | None) -> torch.Tensor:
 def _packed_mode(packed: str | None) -> str:
     """The ``packed`` setting as given, else as ``JUDGE_PACKED`` has it (lower case; ``auto`` when unset)."""
     import os
-
-    from judge.models.packed import PACKED_ENV
 
     if packed is not None:
         return packed

@@ -1,8 +1,9 @@
 """Scoring at scale: the engine behind ``judge-score``.
 
 * :mod:`.config`: :class:`ScoreConfig`, every setting of a run (the command's options are made from it);
-* :mod:`.engine`: load a judge (card or plain model + rubric), build the prompts with the
-  training template, score with :class:`judge.models.readout.ExpectedScorer`, unscorable items;
+* :mod:`.engine`: score with a judge that :func:`judge.models.load` loaded (card or plain model + rubric):
+  build the prompts with the training template, score with :class:`judge.models.readout.ExpectedScorer`,
+  unscorable items;
 * :mod:`.inputs`: prediction files of every supported format, and annotation files;
 * :mod:`.output`: ``scores.jsonl`` appended per batch with fsync, resume, shard parts and merge;
 * :mod:`.summary`: judge means per benchmark/task/model, the metrics' rows, ``summary.{md,csv,json}``;

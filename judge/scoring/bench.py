@@ -359,18 +359,21 @@ def _judge_outputs(
     cfg: BenchConfig, bm: JudgeBenchmark, data: JudgeData, out: Path
 ) -> tuple[dict[str, JudgeOutput], int, dict[str, Any], dict[str, str]]:
     """Score the responses with the judge (resumable) and turn their scores into per-item verdicts."""
-    from judge.models.loading import check_device
-    from judge.scoring.engine import (
-        JudgeEngine,
-        load_judge_model,
-        pending_criteria,
-        resolve_device,
-        resolve_judge,
+    from judge.models import loader
+    from judge.models.devices import check_device
+    from judge.scoring.engine import JudgeEngine, pending_criteria
+    from judge.scoring.output import (
+        RunIdentity,
+        RunInfo,
+        RunInput,
+        ScoreStore,
+        earlier_run,
+        finish_run,
+        start_run,
     )
-    from judge.scoring.output import RunInfo, RunInput, ScoreStore, earlier_run, finish_run, start_run
 
     check_device(cfg.device)
-    spec = resolve_judge(
+    spec = loader.resolve(
         cfg.judge or "",
         cfg.rubric,
         force=cfg.force,
@@ -380,7 +383,7 @@ def _judge_outputs(
     family = pick_family(spec.rubric, cfg.task, cfg.criterion)
     _check_images(data, cfg.root)
     run_info = RunInfo(
-        identity=spec.identity(),
+        identity=RunIdentity.of(spec),
         inputs=[
             RunInput(
                 path=str(data.path), format=bm.name, sha256=file_sha256(data.path), n_records=len(data.items)
@@ -400,13 +403,9 @@ def _judge_outputs(
     pending = [r for r in records if cfg.criterion in pending_criteria(spec.rubric, r, done)]
     written = 0
     if pending:
-        model, processor = load_judge_model(
-            spec, device=resolve_device(cfg.device), dtype=cfg.dtype, progress=cfg.progress
-        )
-        engine = JudgeEngine(
-            model,
-            processor,
-            spec,
+        judge = loader.load(spec, device=cfg.device, dtype=cfg.dtype, progress=cfg.progress)
+        engine = JudgeEngine.for_judge(
+            judge,
             batch_tokens=cfg.batch_tokens,
             batch_size=cfg.batch_size,
             max_tokens=cfg.max_tokens,

@@ -17,10 +17,11 @@ from judge.core.errors import ConfigError
 from judge.core.identity import RULE
 from judge.core.io import file_sha256
 from judge.eval.config import CalibrateConfig
+from judge.models import loader
 from judge.models.calibration import CALIBRATION_FILE, Calibration, write_calibration
 from judge.models.card import CardCalibration, CardSelective, JudgeCard, read_card, write_card
+from judge.models.loader import JudgeSpec
 from judge.models.selective import SELECTIVE_FILE, Selective, write_selective
-from judge.scoring.engine import JudgeSpec, resolve_judge
 
 logger = logging.getLogger(__name__)
 
@@ -56,7 +57,7 @@ def calibrate_judge(cfg: CalibrateConfig) -> CalibrateResult:
         raise ConfigError(
             "`plan` (--plan) plans selective evaluation: give it with `selective` (--selective)"
         )
-    spec = resolve_judge(cfg.judge, calibration=False)  # the card's rubric, its hash checked
+    spec = loader.resolve(cfg.judge, calibration=False)  # the card's rubric, its hash checked
     card = spec.card
     if card is None:
         raise ConfigError(f"`judge` {cfg.judge!r} is not a judge folder (no judge_card.json) to calibrate")
@@ -163,14 +164,13 @@ def _score_raw(spec: JudgeSpec, human: list[str], path: Path, cfg: CalibrateConf
     from tqdm.auto import tqdm
 
     from judge.core.io import write_jsonl
-    from judge.scoring.engine import JudgeEngine, load_judge_model, resolve_device, trained_criteria
+    from judge.scoring.engine import JudgeEngine, trained_criteria
     from judge.scoring.inputs import load_inputs
 
     records = load_inputs(list(human), annotation_benchmark=spec.rubric.name).records
-    model, processor = load_judge_model(
-        spec, device=resolve_device(cfg.device), dtype=cfg.dtype, progress=cfg.progress
+    engine = JudgeEngine.for_judge(
+        loader.load(spec, device=cfg.device, dtype=cfg.dtype, progress=cfg.progress)
     )
-    engine = JudgeEngine(model, processor, spec)
     out = []
     with tqdm(total=len(records), unit="item", desc="calibration data", disable=not cfg.progress) as bar:
         crits = trained_criteria(spec.rubric, spec.card)

@@ -1,6 +1,7 @@
 """The judge side of ``judge-score``: load a judge, turn records into score requests, score them.
 
-Loading (:func:`resolve_judge`, then :func:`load_judge_model`). ``--judge`` is a judge folder
+Loading is not done here: :func:`judge.models.load` gives the engine a
+:class:`~judge.models.loader.LoadedJudge` (:meth:`JudgeEngine.for_judge`). ``--judge`` is a judge folder
 written by ``judge-train`` (it has ``judge_card.json``: base model, rubric name and hash, target
 format) or a plain model folder / hub id / ``tiny`` together with ``--rubric``. A rubric whose
 hash differs from the card's is refused unless forced: the judge would be asked questions it
@@ -30,21 +31,23 @@ import copy
 import logging
 import math
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 from judge.core.errors import ConfigError, ImageError, JudgeError
 from judge.core.images import DEFAULT_LIMITS, ImageLimits, open_image
-from judge.core.rubric import OVERALL, Rubric, load_rubric
+from judge.core.rubric import OVERALL, Rubric
 from judge.core.schema import PredictionRecord, ScoreRecord, record_texts
-from judge.core.template import TargetFormat, build_judge_prompt
-from judge.models import BATCH_TOKENS
-from judge.models.calibration import Calibration, calibrated_fields
+from judge.core.template import build_judge_prompt
+from judge.models import BATCH_TOKENS, loader
+from judge.models.calibration import calibrated_fields
 from judge.models.card import JudgeCard
-from judge.models.selective import Selective
+from judge.models.devices import resolve_device as resolve_device  # kept importable from here
+from judge.models.loader import JudgeSpec, LoadedJudge
 from judge.models.text_budget import text_tokens_over
-from judge.scoring.output import RunIdentity, item_key
+from judge.scoring.output import item_key
+from judge.scoring.prepared import Item, Prepared
+from judge.scoring.workers import prepared_in_workers
 
 logger = logging.getLogger(__name__)
 
@@ -54,158 +57,15 @@ JUDGE_METRIC = "judge"
 
 # ----------------------------------------------------------------------------- which judge
 
-
-@dataclass
-class JudgeSpec:
-    """A judge resolved before its weights load: what it is, its rubric and prompt format."""
-
-    source: str  #: the judge folder (absolute) or the model id / folder / ``tiny`` as given
-    rubric: Rubric
-    target_format: TargetFormat
-    card: JudgeCard | None = None
-    rubric_forced: bool = False
-    #: None, "4bit" or "8bit": how the base is loaded (a judge folder: as its card says, unless overridden)
-    quantization: str | None = None
-    #: :func:`judge.models.card.judge_fingerprint` of the weights (what a resume must match)
-    fingerprint: str = ""
-    #: the calibration the card names, applied to every score (None: none, or turned off)
-    calibration: Calibration | None = None
-    #: the selective-evaluation thresholds the card names (the trusted mark; None: none, or turned off)
-    selective: Selective | None = None
-
-    @property
-    def is_card(self) -> bool:
-        return self.card is not None
-
-    def identity(self) -> RunIdentity:
-        """What must match to resume into an out folder (see :func:`judge.scoring.output.check_resume`)."""
-        return RunIdentity(
-            judge=self.source,
-            judge_fingerprint=self.fingerprint,
-            quantization=self.quantization,
-            rubric=self.rubric.name,
-            rubric_hash=self.rubric.hash,
-            target_format=self.target_format,
-            calibration=self.calibration.fingerprint() if self.calibration is not None else None,
-            selective=self.selective.fingerprint() if self.selective is not None else None,
-        )
-
-
-def resolve_judge(
-    judge: str,
-    rubric: str | None = None,
-    *,
-    force: bool = False,
-    rationale: bool = False,
-    quantization: str | None = "card",
-    calibration: bool = True,
-) -> JudgeSpec:
-    """Read the judge's card (if it is a judge folder) and settle the rubric, the prompt format, the
-    quantization and the weights' fingerprint.
-
-    A judge folder's rubric is ``rubric`` if given, else the rubric the card names; its hash must
-    equal the card's unless ``force``. A plain model needs ``rubric``. ``quantization``: ``"card"``
-    (default) loads a judge folder's base as it was trained (QLoRA: 4-bit) and a plain model
-    unquantized; ``"none"``, ``"4bit"`` or ``"8bit"`` override, with a warning when that differs
-    from the card. ``calibration``: apply the calibration the card names, if any (off: the raw read-out).
-    """
-    from judge.models.card import (
-        CARD_NAME,
-        FROM_CARD,
-        card_calibration,
-        card_quantization,
-        card_selective,
-        judge_fingerprint,
-        read_card,
-    )
-    from judge.models.loading import check_model_source
-
-    if quantization not in (FROM_CARD, None, "none", "4bit", "8bit"):
-        raise ConfigError(f"quantization {quantization!r} is not one of card, none, 4bit, 8bit")
-    wanted = None if quantization in (None, "none") else quantization
-    folder = Path(judge)
-    if (folder / CARD_NAME).is_file():
-        card = read_card(folder)
-        trained = card.rubric
-        rub = load_rubric(rubric or trained.name)
-        forced = False
-        if rub.hash != trained.hash:
-            msg = (
-                f"rubric {rub.name!r} (hash {rub.hash[:12]}) differs from the rubric judge {str(folder)!r} "
-                f"was trained on ({trained.name!r}, hash {trained.hash[:12]})"
-            )
-            if not force:
-                raise ConfigError(
-                    msg + "; its scores would not mean what the rubric says. Pass the rubric it was "
-                    "trained on, or `force` to score anyway"
-                )
-            logger.warning(msg + "; scoring anyway (`force`)")
-            forced = True
-        fmt: TargetFormat = card.target_format
-        if rationale:
-            if fmt == "score":
-                logger.warning(
-                    "this judge was trained on score-only targets: it never learned to write a rationale, "
-                    "so what it writes before the score (`rationale`) is off its training and may move "
-                    "its scores"
-                )
-            fmt = "rationale_score"
-        elif fmt == "rationale_score":
-            logger.warning(
-                "this judge was trained to write a rationale before its score; reading the score at once "
-                "is off its training. Pass `rationale` to let it write the rationale first"
-            )
-        trained_q = card_quantization(card)
-        q = trained_q if quantization == FROM_CARD else wanted
-        if q != trained_q:
-            logger.warning(
-                f"judge {str(folder)!r} was trained and validated with quantization {trained_q or 'none'}; "
-                f"scoring with {q or 'none'} instead, so its scores will differ from the card's numbers"
-            )
-        source = str(folder.resolve())
-        cal = card_calibration(folder, card) if calibration else None
-        sel = card_selective(folder, card, cal) if cal is not None else None
-        return JudgeSpec(source, rub, fmt, card, forced, q, judge_fingerprint(source), cal, sel)
-    check_model_source(judge)
-    if rubric is None:
-        raise ConfigError(
-            f"{judge!r} is a plain model (no judge_card.json): say which rubric to ask with `rubric` "
-            "(e.g. `rubric` mmie)"
-        )
-    source = str(folder.resolve()) if folder.exists() else judge
-    fmt = "rationale_score" if rationale else "score"
-    q = None if quantization == FROM_CARD else wanted
-    return JudgeSpec(source, load_rubric(rubric), fmt, None, False, q, judge_fingerprint(source))
-
-
-def resolve_device(device: str = "auto", local_rank: int | None = None) -> str:
-    """``auto``: CUDA when available (this process's GPU in a sharded run), else CPU."""
-    import torch
-
-    if device != "auto":
-        return device
-    if torch.cuda.is_available():
-        return f"cuda:{local_rank}" if local_rank is not None else "cuda"
-    return "cpu"
+# A judge is resolved and loaded by judge.models.loader (its one loading path). These names stay here for the
+# code and the users that import them from the engine.
+resolve_judge = loader.resolve
 
 
 def load_judge_model(spec: JudgeSpec, *, device: str = "cpu", dtype: str = "auto", progress: bool = True):
-    """``(model, processor)`` of a resolved judge, in eval mode on ``device`` (dtype auto: bf16 on GPU).
-    ``progress``: transformers' own progress bars while the weights load ("Loading weights"), which a
-    command's ``--no-progress`` turns off with its own."""
-    from judge.models.card import load_judge
-    from judge.models.loading import load_scorer, progress_bars
-
-    with progress_bars(progress):
-        if spec.is_card:
-            model, processor, _ = load_judge(
-                spec.source, device=device, dtype=dtype, quantization=spec.quantization
-            )
-        else:
-            model, processor = load_scorer(
-                spec.source, dtype=dtype, device=device, quantization=spec.quantization
-            )
-    return model, processor
+    """``(model, processor)`` of a resolved judge: :func:`judge.models.loader.load`, kept for its callers."""
+    judge = loader.load(spec, device=device, dtype=dtype, progress=progress)
+    return judge.model, judge.processor
 
 
 def model_max_tokens(model) -> int:
@@ -343,36 +203,6 @@ class Batch:
     scored: int = 0  #: criterion scores computed by the model (unscorable ones not counted)
 
 
-@dataclass
-class _Item:
-    rec: PredictionRecord
-    criteria: list[str]  #: the criteria asked for (one record each, in this order)
-    images: list = field(default_factory=list)
-    max_patches: int | None = None
-    #: the criteria run through the model (default: ``criteria``; reproducible: the whole family's)
-    compute: list[str] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        if not self.compute:
-            self.compute = list(self.criteria)
-
-
-@dataclass
-class Prepared:
-    """One item made ready by :meth:`JudgeEngine.prepare`: encoded for the model, or already settled as
-    unscorable (``records`` set, ``encoded`` None). ``cost``: the tokens it adds to a forward pass."""
-
-    key: Any
-    item: _Item
-    encoded: Any  #: :class:`~judge.models.readout.Encoded`, or None
-    records: list[ScoreRecord] | None
-    cost: int
-
-    @property
-    def rec(self) -> PredictionRecord:
-        return self.item.rec
-
-
 class JudgeEngine:
     """Scores prediction records with a loaded judge; see the module doc.
 
@@ -463,6 +293,11 @@ class JudgeEngine:
         if spec.selective is not None:
             self.producer["selective"] = spec.selective.producer()
 
+    @classmethod
+    def for_judge(cls, judge: LoadedJudge, **options: Any) -> JudgeEngine:
+        """The engine of a judge that :func:`judge.models.load` loaded; ``options`` as the constructor takes them."""
+        return cls(judge.model, judge.processor, judge.spec, **options)
+
     # -- what to score
     def pending(self, rec: PredictionRecord, done: Iterable | None = None) -> list[str]:
         return pending_criteria(self.rubric, rec, done)
@@ -514,16 +349,16 @@ class JudgeEngine:
             details=details,
         )
 
-    def _unscorable(self, item: _Item, reason: str, code: str) -> list[ScoreRecord]:
+    def _unscorable(self, item: Item, reason: str, code: str) -> list[ScoreRecord]:
         return [self._record(item.rec, c, reason=reason, code=code) for c in item.criteria]
 
-    def _too_long(self, item: _Item, what: str) -> list[ScoreRecord]:
+    def _too_long(self, item: Item, what: str) -> list[ScoreRecord]:
         room = f" minus {self.max_new_tokens + 8} for the rationale" if self.rationale else ""
         reason = f"{what}, over the context budget of {self.max_tokens}{room} (--max-tokens)"
         return self._unscorable(item, reason, "too_long")
 
     # -- encoding
-    def _request(self, item: _Item, key: Any):
+    def _request(self, item: Item, key: Any):
         from judge.models.readout import ScoreRequest
 
         rec = item.rec
@@ -541,7 +376,7 @@ class JudgeEngine:
             max_patches=item.max_patches,
         ), prompts[0].images
 
-    def _prepare(self, item: _Item, key: Any):
+    def _prepare(self, item: Item, key: Any):
         """An encoded request, or the item's unscorable records. Needs no model (workers run it)."""
         from judge.models.readout import encode_request
 
@@ -587,7 +422,7 @@ class JudgeEngine:
         return enc
 
     @staticmethod
-    def _close(item: _Item) -> None:
+    def _close(item: Item) -> None:
         for im in item.images:
             im.close()
         item.images.clear()  # the request holds the same list
@@ -600,7 +435,7 @@ class JudgeEngine:
         as unscorable. ``criteria``: default all of its family's; ``key``: the caller's handle, given back
         by :meth:`score_prepared`."""
         wanted = list(criteria) if criteria is not None else self.pending(rec)
-        item = _Item(rec, wanted)
+        item = Item(rec, wanted)
         if self.reproducible and not self.rationale:
             # The whole family, always: which criteria run must not depend on which were asked for.
             family = judge_criteria(self.rubric, rec)
@@ -685,8 +520,6 @@ class JudgeEngine:
     ) -> Iterator[list[Prepared]]:
         """``todo`` prepared, ``chunk_size`` items at a time: in worker processes (``workers``), or here."""
         if self.workers and not self.rationale and len(todo) > 1:
-            from judge.scoring.workers import prepared_in_workers
-
             yield from prepared_in_workers(self, todo, self.workers, self.chunk_size)
             return
         for start in range(0, len(todo), self.chunk_size):
@@ -698,7 +531,7 @@ class JudgeEngine:
         light.scorer = None  # type: ignore[assignment]
         return light
 
-    def _records(self, item: _Item, scores) -> list[ScoreRecord]:
+    def _records(self, item: Item, scores) -> list[ScoreRecord]:
         by_criterion = dict(zip(item.compute, scores, strict=True))
         return [
             self._record(item.rec, c, by_criterion[c], max_patches=item.max_patches) for c in item.criteria

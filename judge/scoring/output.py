@@ -40,6 +40,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from judge.core.atomic import atomic_write, write_json
 from judge.core.errors import JudgeError, format_validation_error
 from judge.models.card import JudgeCard
+from judge.models.loader import JudgeSpec
 
 SCORES = "scores.jsonl"
 RUN = "run.json"
@@ -291,6 +292,20 @@ class RunIdentity(_RunPart):
     target_format: str | None = None
     calibration: str | None = None  #: fingerprint of the calibration applied (None: the raw read-out)
     selective: str | None = None  #: fingerprint of the selective thresholds applied (the trusted mark)
+
+    @classmethod
+    def of(cls, spec: JudgeSpec) -> RunIdentity:
+        """What must match to resume scores of the judge ``spec`` into an out folder (:func:`check_resume`)."""
+        return cls(
+            judge=spec.source,
+            judge_fingerprint=spec.fingerprint,
+            quantization=spec.quantization,
+            rubric=spec.rubric.name,
+            rubric_hash=spec.rubric.hash,
+            target_format=spec.target_format,
+            calibration=spec.calibration.fingerprint() if spec.calibration is not None else None,
+            selective=spec.selective.fingerprint() if spec.selective is not None else None,
+        )
 
 
 class RunInput(_RunPart):

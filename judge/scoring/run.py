@@ -2,7 +2,7 @@
 
 Steps (every process of a sharded run does them all, except where marked *main*):
 
-1. settle the judge and its rubric (:func:`~judge.scoring.engine.resolve_judge`; refused on a rubric
+1. settle the judge and its rubric (:func:`judge.models.resolve <judge.models.loader.resolve>`; refused on a rubric
    hash mismatch unless forced) before anything heavy loads;
 2. read the inputs (:func:`~judge.scoring.inputs.load_inputs`); ``limit`` keeps the first N records;
 3. *main*: start afresh (``overwrite``) or repair torn tails and check that the out folder was
@@ -39,17 +39,16 @@ from judge.core.errors import ConfigError, JudgeError
 from judge.core.identity import RULE
 from judge.core.rubric import Rubric, load_rubric
 from judge.core.schema import PredictionRecord
+from judge.models import loader
 from judge.models.card import JudgeCard
+from judge.models.devices import resolve_device
+from judge.models.loader import JudgeSpec
 from judge.scoring.config import ENGINE_SETTINGS, ScoreConfig, engine_keywords
 from judge.scoring.engine import (
     JudgeEngine,
-    JudgeSpec,
     chosen_criteria,
     default_criteria,
-    load_judge_model,
     pending_criteria,
-    resolve_device,
-    resolve_judge,
 )
 from judge.scoring.inputs import Inputs, load_inputs, question_id
 from judge.scoring.labelled import Labels, load_labels
@@ -134,7 +133,7 @@ def score_files(cfg: ScoreConfig) -> ScoreResult:
     """Run ``judge-score``; see the module doc. Raises :class:`JudgeError` on bad input or options
     (the settings themselves were checked when ``cfg`` was made)."""
     t0 = time.perf_counter()
-    from judge.models.loading import check_device
+    from judge.models.devices import check_device
 
     check_device(cfg.device)  # before anything is read or written
     job = _prepare(cfg, _Dist(cfg.device))
@@ -177,7 +176,7 @@ def _prepare(cfg: ScoreConfig, dist: _Dist) -> _Job:
         rubric = spec.rubric
         _warn_server_settings(cfg)
     elif cfg.judge and not cfg.no_judge:
-        spec = resolve_judge(
+        spec = loader.resolve(
             cfg.judge,
             cfg.rubric,
             force=cfg.force,
@@ -221,7 +220,7 @@ def _run_info(job: _Job) -> RunInfo:
     """What ``run.json`` records of this run: who scores, the inputs, the settings."""
     spec, rubric = job.spec, job.rubric
     identity = (
-        spec.identity()
+        RunIdentity.of(spec)
         if spec
         else RunIdentity(judge=None, rubric=rubric.name, rubric_hash=rubric.hash, target_format=None)
     )
@@ -279,13 +278,14 @@ def _score_with_judge(job: _Job, store: ScoreStore, done: set) -> tuple[int, int
     if job.client is not None:
         engine = job.client
     else:
-        model, processor = load_judge_model(
+        judge = loader.load(
             spec,
-            device=resolve_device(cfg.device, dist.local_rank),
+            device=cfg.device,
+            local_rank=dist.local_rank,
             dtype=cfg.dtype,
             progress=cfg.progress and dist.is_main,
         )
-        engine = JudgeEngine(model, processor, spec, **engine_keywords(cfg))
+        engine = JudgeEngine.for_judge(judge, **engine_keywords(cfg))
     written = items = n_scores = 0
     desc = "judge" if dist.world == 1 else f"judge [{dist.rank}/{dist.world}]"
     with _progress(len(pending), cfg.progress and dist.is_main, desc) as bar:

@@ -17,23 +17,24 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
-from torch.utils.data import DataLoader, Dataset
+from judge.core.schema import PredictionRecord
+from judge.scoring.prepared import Prepared, Preparer
 
 if TYPE_CHECKING:
-    from judge.core.schema import PredictionRecord
-    from judge.scoring.engine import JudgeEngine, Prepared
+    from torch.utils.data import Dataset
 
 #: Items a worker encodes per task: small, so that every worker gets several and the first chunk is
 #: ready soon; the chunk the model scores is ``chunk_size`` items whatever this is.
 MAX_PART = 16
 
 
-class _PrepareSet(Dataset):
-    """A map-style dataset: item ``i`` of ``todo`` prepared (encoded, or settled as unscorable)."""
+class _PrepareSet:
+    """A map-style dataset: item ``i`` of ``todo`` prepared (encoded, or settled as unscorable). A plain class
+    (a DataLoader needs ``__getitem__`` and ``__len__`` only), so that importing this module loads no torch."""
 
-    def __init__(self, engine: JudgeEngine, todo: Sequence[tuple[PredictionRecord, list[str]]]):
+    def __init__(self, engine: Preparer, todo: Sequence[tuple[PredictionRecord, list[str]]]):
         self.engine, self.todo = engine, todo
 
     def __len__(self) -> int:
@@ -54,17 +55,19 @@ def part_size(chunk_size: int, workers: int) -> int:
 
 
 def prepared_in_workers(
-    engine: JudgeEngine, todo: Sequence[tuple[PredictionRecord, list[str]]], workers: int, chunk_size: int
+    engine: Preparer, todo: Sequence[tuple[PredictionRecord, list[str]]], workers: int, chunk_size: int
 ) -> Iterator[list[Prepared]]:
     """``todo`` prepared by ``workers`` processes, yielded in input order in chunks of ``chunk_size``.
 
     The workers stay at most about one chunk ahead of the model (pixels of two chunks in memory at most,
     as inline encoding holds one)."""
+    from torch.utils.data import DataLoader
+
     # A tokenizer that used its thread pool before the fork would warn in every worker, and could deadlock.
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     part = part_size(chunk_size, workers)
     loader: DataLoader = DataLoader(
-        _PrepareSet(engine.without_model(), todo),
+        cast("Dataset", _PrepareSet(engine.without_model(), todo)),
         batch_size=part,
         num_workers=workers,
         collate_fn=_as_list,

@@ -24,7 +24,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from judge.core.schema import PredictionRecord, ScoreRecord
-from judge.scoring.engine import JudgeEngine, Prepared
+from judge.scoring.engine import JudgeEngine
+from judge.scoring.prepared import Prepared
 from judge.serve.admission import ModelLock
 
 logger = logging.getLogger(__name__)

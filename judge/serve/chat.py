@@ -42,35 +42,26 @@ from __future__ import annotations
 import math
 import time
 import uuid
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
-from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import Any
 
 from judge.core.errors import ImageError, JudgeError
 from judge.core.images import open_image
 from judge.core.schema import ScoreRecord
 from judge.models.text_budget import text_tokens_over
+from judge.serve import protocols
+from judge.serve.chat_answer import (
+    MIN_LOGPROB,
+    Answer,
+    holding_model,
+    past_deadline,
+    safe_log,
+    time_left,
+    yielding_to_scoring,
+)
 from judge.serve.chat_request import ChatRequest, optional_number, parse_request, refuse_sampling
 from judge.serve.judge_prompt import JudgeMatch, match_judge_prompt
 from judge.serve.service import JudgeService, RequestError, RequestImages
-
-#: What a token of zero probability reports as its log-probability (JSON has no -inf; OpenAI uses it too).
-MIN_LOGPROB = -9999.0
-
-
-@dataclass
-class Answer:
-    """A reply before it is put in OpenAI's shape: its text, why it ended, its token counts, its logprobs
-    and the judge's reading (None for generated text)."""
-
-    content: str
-    finish_reason: str
-    prompt_tokens: int
-    completion_tokens: int
-    logprobs: list[dict] | None = None
-    judge: dict[str, Any] | None = None
-
 
 # ----------------------------------------------------------------------------- the route
 
@@ -106,7 +97,6 @@ def complete(
     The request's decoded images are removed before it returns. ``streamer``: given to generation
     (:mod:`judge.serve.streaming`), which passes it the tokens as they come. ``since``: when the request
     arrived (its deadline counts from then; default now)."""
-    from judge.serve import protocols
     from judge.serve.request_fields import formatted, refuse_unhonoured, response_format
     from judge.serve.tool_calls import forced_call
 
@@ -125,6 +115,7 @@ def complete(
                 opened.append(open_image(path, service.image_limits))
             except ImageError as e:
                 raise RequestError(f"{where}: {e}", param=where, code="invalid_image") from None
+        answer: Answer | None
         if match is not None:
             answer = _score(service, req, match)  # the engine opens the images itself, as /v1/score does
         else:  # a tool's own grading prompt (a registered protocol), else plain generation
@@ -238,7 +229,7 @@ def _generate(service: JudgeService, req: ChatRequest, images: list, streamer: A
     engine = service.engine
     model, tok = engine.scorer.model, engine.scorer.tokenizer
     ids, pixel_values = _encode(engine.processor, req.messages, images, engine.max_tokens)
-    _remaining(req)  # encoding is the step before the model: past the deadline, answer now (a 504)
+    time_left(req)  # encoding is the step before the model: past the deadline, answer now (a 504)
     if streamer is not None:  # every refusal is behind: the stream's headers go out now, tokens follow
         streamer.begin(req)
     max_new = min(req.max_new_tokens, engine.max_tokens - len(ids))
@@ -259,7 +250,7 @@ def _generate(service: JudgeService, req: ChatRequest, images: list, streamer: A
             max_new_tokens=max_new, do_sample=False, num_beams=1, eos_token_id=eos,
             pad_token_id=pad if pad is not None else next(iter(eos_ids), 0),
             stop_strings=req.stop or None, return_dict_in_generate=True, output_logits=req.logprobs,
-            max_time=_remaining(req),
+            max_time=time_left(req),
         )  # fmt: skip
         out = model.generate(
             input_ids=input_ids,
@@ -267,11 +258,11 @@ def _generate(service: JudgeService, req: ChatRequest, images: list, streamer: A
             generation_config=config,
             tokenizer=tok,  # for stop_strings
             streamer=streamer,
-            stopping_criteria=StoppingCriteriaList([_yielding(service, req)]),
+            stopping_criteria=StoppingCriteriaList([yielding_to_scoring(service, req)]),
             **extra,
         )
     if time.monotonic() > req.deadline:
-        raise _past_deadline("generating")
+        raise past_deadline("generating")
     new = out.sequences[0, len(ids) :].tolist()
     text = tok.decode(new, skip_special_tokens=True)
     cuts = [i for i in (text.find(s) for s in req.stop) if i >= 0]
@@ -287,52 +278,6 @@ def _generate(service: JudgeService, req: ChatRequest, images: list, streamer: A
             tok, new, out.logits, req.top_logprobs, eos_ids, len(text) if cuts else None
         )
     return Answer(text, finish, len(ids), len(new), logprobs)
-
-
-@contextmanager
-def holding_model(service: JudgeService, req: ChatRequest) -> Iterator[None]:
-    """``service.model_lock`` for a chat, behind any scoring round waiting for it, waited for no longer than
-    the request's deadline (then a 504)."""
-    lock = service.model_lock
-    if not lock.acquire_for_generation(timeout=_remaining(req)):
-        raise _past_deadline("waiting for the model")
-    try:
-        yield
-    finally:
-        if lock.held_here():  # not when a handover to scoring ran past the deadline (_yielding)
-            lock.release()
-
-
-def _yielding(service: JudgeService, req: ChatRequest) -> Any:
-    """A stopping criterion that, between two generated tokens, lets a waiting scoring round use the model
-    (:meth:`~judge.serve.admission.ModelLock.yield_to_scoring`), and stops the generation when the model
-    cannot be had back before the deadline."""
-    import torch
-    from transformers import StoppingCriteria
-
-    class YieldToScoring(StoppingCriteria):
-        def __call__(self, input_ids, scores, **kwargs):
-            left = max(0.0, req.deadline - time.monotonic())
-            done = not service.model_lock.yield_to_scoring(left)
-            return torch.full((input_ids.shape[0],), done, device=input_ids.device, dtype=torch.bool)
-
-    return YieldToScoring()
-
-
-def _remaining(req: ChatRequest) -> float:
-    left = req.deadline - time.monotonic()
-    if left <= 0:
-        raise _past_deadline("waiting")
-    return left
-
-
-def _past_deadline(doing: str) -> RequestError:
-    return RequestError(
-        f"the request passed its deadline while {doing} (raise `timeout` or X-Request-Timeout up to the "
-        "server's --timeout-s, or ask for fewer `max_tokens`)",
-        status=504,
-        code="timeout",
-    )
 
 
 def _encode(processor, messages: list[dict], images: list, budget: int):
@@ -432,11 +377,6 @@ def _byte_level_bytes(token: str) -> bytes | None:
     if not token or any(ch not in _BYTE_DECODER for ch in token):
         return None
     return bytes(_BYTE_DECODER[ch] for ch in token)
-
-
-def safe_log(p: float) -> float:
-    """``log(p)``, and :data:`MIN_LOGPROB` for 0 (JSON has no -inf)."""
-    return math.log(p) if p > 0 else MIN_LOGPROB
 
 
 def _completion(service: JudgeService, req: ChatRequest, answer: Answer) -> dict[str, Any]:

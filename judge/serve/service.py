@@ -41,6 +41,7 @@ from judge.core.images import (
 from judge.core.io import InvalidRecordsError, parse_records
 from judge.core.rubric import OVERALL
 from judge.core.schema import PredictionRecord, ScoreRecord, content_fields, content_images
+from judge.models import loader
 from judge.serve.admission import ModelLock
 from judge.serve.batcher import Batcher, BatcherStats
 from judge.serve.body import default_string_limit
@@ -220,10 +221,8 @@ class JudgeService:
     """
 
     def __init__(self, cfg: ServeConfig):
-        from judge.scoring.engine import resolve_judge
-
         self.cfg = cfg
-        self.spec = resolve_judge(cfg.judge, cfg.rubric, force=cfg.force, quantization=cfg.quantization)
+        self.spec = loader.resolve(cfg.judge, cfg.rubric, force=cfg.force, quantization=cfg.quantization)
         self.rubric = self.spec.rubric
         self.metrics = ServiceMetrics()
         #: set from the judge's processor once loaded, unless given (``max_image_pixels``)
@@ -274,16 +273,14 @@ class JudgeService:
 
     def load(self) -> None:
         """Load the weights, build the engine and batcher, and score one warm-up item."""
-        from judge.scoring.engine import JudgeEngine, load_judge_model, resolve_device
+        from judge.scoring.engine import JudgeEngine
 
         t0 = time.perf_counter()
-        device = resolve_device(self.cfg.device)
-        model, processor = load_judge_model(self.spec, device=device, dtype=self.cfg.dtype)
-        self._set_pixel_limits(processor)
-        self.engine = JudgeEngine(
-            model,
-            processor,
-            self.spec,
+        judge = loader.load(self.spec, device=self.cfg.device, dtype=self.cfg.dtype)
+        device = judge.device
+        self._set_pixel_limits(judge.processor)
+        self.engine = JudgeEngine.for_judge(
+            judge,
             batch_tokens=self.cfg.max_batch_tokens,
             batch_size=self.cfg.batch_size,
             max_tokens=self.cfg.max_tokens,

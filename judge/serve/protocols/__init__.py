@@ -27,13 +27,7 @@ from judge.serve.protocols.base import (
     protocol_target,
     register_protocol,
 )
-
-
-def respond(service: Any, req: Any) -> Any:
-    """:func:`judge.serve.protocols.reply.respond` (imported when first used: it needs the chat route)."""
-    from judge.serve.protocols.reply import respond as answer
-
-    return answer(service, req)
+from judge.serve.protocols.reply import respond
 
 
 def unrecognised_message() -> str:

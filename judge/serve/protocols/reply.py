@@ -19,7 +19,7 @@ from typing import Any
 
 from judge.core.schema import PredictionRecord, ScoreRecord
 from judge.models.preference import record_preference
-from judge.serve.chat import Answer, holding_model, safe_log
+from judge.serve.chat_answer import Answer, holding_model, safe_log
 from judge.serve.chat_request import ChatRequest
 from judge.serve.protocols.base import (
     Content,
