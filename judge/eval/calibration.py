@@ -58,7 +58,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
@@ -344,7 +344,7 @@ CLOSE_FACTOR = 1.5
 
 
 def _close_call(
-    gain: dict[str, float], need: dict[str, float], refused: dict[str, str], chosen: str | None
+    gain: Mapping[str, float], need: Mapping[str, float], refused: Mapping[str, str], chosen: str | None
 ) -> str | None:
     """A sentence when the verdict lies within :data:`CLOSE_FACTOR` of flipping: the chosen map's gain below
     ``CLOSE_FACTOR`` times what it needs, or (read-out kept) a map's gain above ``1 / CLOSE_FACTOR`` of it. The
