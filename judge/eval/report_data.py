@@ -364,7 +364,13 @@ def trusted_share_text(
     if v is None:
         return "undefined"
     if v == 0:
-        why = {True: " (no threshold)", False: " (none reached the threshold)"}.get(no_threshold, "")
+        why = (
+            ""
+            if no_threshold is None
+            else " (no threshold)"
+            if no_threshold
+            else " (none reached the threshold)"
+        )
         return "none trusted" + why
     return f"{v:.{digits}f}" + (f" [{ci[0]:.{digits - 1}f}, {ci[1]:.{digits - 1}f}]" if ci else "") + suffix
 
