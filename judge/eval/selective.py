@@ -207,7 +207,7 @@ def clustered_threshold(
     _, q = np.unique(np.asarray(clusters, dtype=object).astype(str), return_inverse=True)
     widths = np.bincount(q).astype(float)
     if widths.size == c.size:  # one pair per question: independent pairs, the exact test
-        return fixed_sequence_threshold(c, ok, alpha, delta, grid, start)
+        return fixed_sequence_threshold(confidence, agree, alpha, delta, grid, start)
     lams = sorted(grid, reverse=True)
     least = min(max(min_testable(alpha, delta), start), c.size)
     best: tuple[float, int, int, float] | None = None
