@@ -410,3 +410,23 @@ def test_no_overall_scores_means_no_bias_analysis_and_says_why(tmp_path, small_d
     assert bias.scorers == {} and "no human overall scores" in bias.note
     md = (out / "report.md").read_text()
     assert "## Bias against humans" in md and "no human overall scores" in md and "### Length" not in md
+
+
+def test_the_median_model_is_the_reference_without_a_zero_width_interval():
+    """Issue 38 (review 6): the median model's relative offset is 0 by construction; the resamples where it
+    stays the median gave it a [0, 0] interval. It is the reference now, with no interval, and no model's
+    relative offset has a zero-width interval."""
+    h, _, models, clusters = synthetic(n_q=40, seed=0)
+    plan = plan_for(clusters)
+    noise = centred_noise(models, 0.5, seed=7)
+    offset = np.select([np.array(models) == m for m in MODELS], [0.8, 0.0, -0.8])  # model-b in the middle
+    rows, ref, _ = per_model(h + noise + offset, h, models, clusters, plan)
+    by = {r.model: r for r in rows}
+    assert (
+        by["model-b"].reference and by["model-b"].relative.value == 0.0 and by["model-b"].relative.ci is None
+    )
+    assert not by["model-a"].reference and not by["model-c"].reference
+    for r in rows:
+        ci = r.relative.ci
+        assert ci is None or ci[1] > ci[0]
+    assert by["model-a"].flag == "over-scored" and by["model-c"].flag == "under-scored"

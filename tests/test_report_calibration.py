@@ -302,3 +302,43 @@ def test_report_gives_selective_evaluation_on_held_out_items(tmp_path, small_dem
     assert check.pairwise is not None and check.pairwise.n > 0
     md = (out / "report.md").read_text()
     assert "## Selective evaluation (held-out items)" in md
+
+
+def test_nothing_trusted_prints_no_interval_and_says_there_is_no_threshold(
+    tmp_path, small_demo, calibrated, capsys
+):
+    """Issue 38 (review 6): a share of 0 trusted from sampled items is not exactly 0 on new items: no [0, 0]
+    interval in report.json, report.md or the recap, but "none trusted (no threshold)"."""
+    import importlib.util
+    from pathlib import Path
+
+    from judge.models.selective import Selective, SelectiveRule, write_selective
+
+    path, rows, _, _ = calibrated
+    none = SelectiveRule(threshold=None, n=10, n_trusted=0, agreement=None, p_value=None)
+    sel = Selective(agreement=0.9, delta=0.1, tolerance=1.0, confidence="mass", scale=list(range(7)),
+                    calibration="c", pointwise={"*": none}, pairwise={"*": none})  # fmt: skip
+    write_selective(tmp_path / "judge", sel)
+    for x in rows:
+        x["trusted"] = False
+        x["producer"] = {**x["producer"], "selective": sel.producer()}
+    marked = tmp_path / "marked.jsonl"
+    marked.write_text("".join(json.dumps(x) + "\n" for x in rows))
+    out = tmp_path / "r6"
+    assert main(["--human", str(small_demo), "--scores", f"cal={marked}", "--bootstrap", "50", "--out", str(out),
+                 "--ppi-draws", "0"]) == 0  # fmt: skip
+    data = json.loads((out / "report.json").read_text())
+    (check,) = data["selective"]
+    assert check["n_trusted"] == 0 and check["share_trusted"]["value"] == 0.0
+    assert check["share_trusted"]["ci"] is None and check["no_threshold"] is True
+    assert check["pairwise"]["share_trusted"]["ci"] is None and check["pairwise"]["no_threshold"] is True
+    md = (out / "report.md").read_text()
+    assert "0: none trusted (no threshold)" in md and "[0.00, 0.00]" not in md
+    script = Path(__file__).resolve().parents[1] / "scripts" / "demo_recap.py"
+    spec = importlib.util.spec_from_file_location("demo_recap", script)
+    recap = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(recap)
+    capsys.readouterr()
+    assert recap.main([str(out / "report.json"), "--scorer", "cal"]) == 0
+    printed = capsys.readouterr().out
+    assert "none trusted (no threshold)" in printed and "[0.000, 0.000]" not in printed

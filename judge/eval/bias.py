@@ -35,7 +35,9 @@ plot) has relative offsets 0. The median is used, not the mean over all items, b
 that is scored off on its own would pull the mean and make every other model look off the other way,
 while the median of three or more models stays at an unaffected model's offset. (So a model is off
 relative to the typical model: when half the models or more are off the same way, the median moves
-with them.) A model is flagged ``over-scored``
+with them.) With an odd number of models the median model is the *reference*: its relative offset is 0
+by construction and is printed so, without an interval (the resamples in which it stays the median
+would give ``[0, 0]``). A model is flagged ``over-scored``
 (``under-scored``) when its relative offset's interval lies entirely above (below) 0, by more than
 ``FLAG_EPS``. With two models the median is their mean, so the relative offsets are plus and minus
 half their difference and both are flagged together: which of the two is off cannot be told. One
@@ -371,6 +373,11 @@ def per_model(
         relative = (
             _interval(float(rel_pt[i]), rel_rep[:, i]) if rel_pt is not None and rel_rep is not None else None
         )
+        # The median model (an odd count) is the reference: its relative offset is 0 by construction, and
+        # the resamples where it stays the median would print a [0, 0] interval, so it gets none.
+        reference = bool(relative is not None and g % 2 == 1 and rel_pt is not None and rel_pt[i] == 0.0)
+        if reference and relative is not None:
+            relative = Interval(value=0.0, ci=None, n_valid=relative.n_valid)
         rows.append(
             ModelOffset(
                 model=m,
@@ -384,6 +391,7 @@ def per_model(
                 offset=offset,
                 relative=relative,
                 flag=_flag(relative, "over-scored", "under-scored"),
+                reference=reference,
             )
         )
     return rows, ref, _ranking(names, h_pt, j_pt, h_rep, j_rep)

@@ -114,6 +114,21 @@ class LabelledScore:
     annotators: tuple[str, ...] = ()  #: who gave each rating (selective evaluation's majority preference)
 
 
+def conditional_coverage_range(n: int, level: float, mass: float = 0.9) -> list[float]:
+    """The central ``mass`` range of the coverage of one split conformal interval fitted on ``n`` items:
+    with the ``k = ceil((n + 1) level)``-th smallest score as its quantile, the chance that a new
+    exchangeable item falls inside is Beta(k, n + 1 - k) over calibration draws (Vovk 2012; Angelopoulos and
+    Bates 2021, section 3.2), for continuous scores; its mean is the promised level (and at most
+    ``level + 1/(n + 1)``). [1, 1] when ``k > n`` (the whole scale)."""
+    from scipy.stats import beta
+
+    k = math.ceil((n + 1) * level - 1e-12)
+    if k > n:
+        return [1.0, 1.0]
+    tail = (1.0 - mass) / 2.0
+    return [float(beta.ppf(tail, k, n + 1 - k)), float(beta.ppf(1.0 - tail, k, n + 1 - k))]
+
+
 def labelled_scores(scorer: Scorer) -> list[LabelledScore]:
     """The scored matches of a judge's score file on the human items, with the raw read-out (``raw_score`` and
     ``raw_distribution`` when the file is calibrated already, else ``score`` and ``distribution``)."""
@@ -521,6 +536,8 @@ def fit_calibration(
             "halfwidth": half[g],
             # Split conformal's coverage of a new exchangeable item: at least level, below level + 1/(n + 1).
             "coverage_bounds": None if half[g] is None else [level, min(1.0, level + 1.0 / (n_conf[g] + 1))],
+            # That is an average over calibration draws; this interval's own coverage varies with the draw.
+            "coverage_range": None if half[g] is None else conditional_coverage_range(n_conf[g], level),
         }
         for g in [*groups, POOLED]
     }

@@ -120,11 +120,29 @@ def format_calibration(cal: Calibration) -> str:
         half = "whole scale" if cc.halfwidth is None else f"±{cc.halfwidth:.3f}"
         bounds = (conformal.get(key) or {}).get("coverage_bounds")
         cover = "-" if not bounds else f"{bounds[0]:.0%} to {bounds[1]:.1%}"
-        body.append([key, str(cc.n_fit), str(cc.n_conformal), fitted, half, cover])
+        own = (conformal.get(key) or {}).get("coverage_range")
+        body.append(
+            [key, str(cc.n_fit), str(cc.n_conformal), fitted, half, cover,
+             "-" if not own else f"{own[0]:.0%} to {own[1]:.0%}"]
+        )  # fmt: skip
     lines.append(
         text_table(
-            ["criterion", "fit items", "conformal items", "map", "interval", "coverage (promised)"], body
-        )
+            [
+                "criterion",
+                "fit items",
+                "conformal items",
+                "map",
+                "interval",
+                "coverage (promised, averaged over calibration draws)",
+                "this interval's own coverage (90% range)",
+            ],
+            body,
+        )  # fmt: skip
+    )
+    lines.append(
+        "The promised coverage is an average over draws of the conformal items: the coverage of these fitted "
+        "intervals on new items varies with the draw (Beta-distributed; its 90% range at this many items "
+        "in the last column)."
     )
     return "\n".join(lines)
 

@@ -224,6 +224,13 @@ class CalibrateConfig(Settings):
         description="with --selective: print how many labelled items a promise of `agreement` needs at the "
         "agreement this judge shows on the held-out items, and write nothing",
     )
+    power: float = Field(
+        0.8,
+        gt=0,
+        lt=1,
+        description="with --plan: the chance of certifying the promise the plan's number of labels must give "
+        "(for that number and every larger one) if the judge agrees at the observed rate",
+    )
     agreement: float = Field(
         0.9,
         gt=0,

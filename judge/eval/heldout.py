@@ -31,7 +31,14 @@ from pathlib import Path
 import numpy as np
 
 from judge.core.errors import JudgeError
-from judge.eval.bootstrap import ClusterBootstrap, interval_summary, seeded_rng, weighted_mae, weighted_mse
+from judge.eval.bootstrap import (
+    ClusterBootstrap,
+    interval_summary,
+    sampled_interval,
+    seeded_rng,
+    weighted_mae,
+    weighted_mse,
+)
 from judge.eval.calibration_metrics import distribution_metrics
 from judge.eval.matching import Match, Scorer
 from judge.eval.report_data import (
@@ -192,12 +199,15 @@ def calibration_checks(
 def _ratio_interval(
     num: np.ndarray, den: np.ndarray, plan: ClusterBootstrap, clusters: Sequence[str]
 ) -> Interval:
-    """``sum(num) / sum(den)`` with its bootstrap interval (None where nothing is in the denominator)."""
+    """``sum(num) / sum(den)`` with its bootstrap interval (None where nothing is in the denominator, and no
+    interval where the resamples do not vary: nothing trusted gives 0 in every resample, and a ``[0, 0]``
+    would claim the share is exactly 0 on new items)."""
     w = plan.weights(clusters)
     with np.errstate(invalid="ignore", divide="ignore"):
         reps = (w @ num) / (w @ den)
     point = float(num.sum() / den.sum()) if den.sum() > 0 else None
-    return Interval.model_validate(interval_summary(point, reps))
+    return Interval(value=point, ci=sampled_interval(reps) if point is not None else None,
+                    n_valid=int(np.isfinite(reps).sum()))  # fmt: skip
 
 
 def selective_checks(
@@ -226,6 +236,7 @@ def selective_checks(
             [abs(float(m.score or 0.0) - m.item.value) <= tolerance + 1e-9 for m in held], dtype=float
         )
         clusters = [m.item.question_id for m in held]
+        sel = _thresholds(held)
         plan = ClusterBootstrap(clusters, n_boot, seeded_rng(seed, "selective", sc.name))
         ones = np.ones_like(trusted)
         by_crit: dict[str, list[int]] = defaultdict(list)
@@ -258,20 +269,17 @@ def selective_checks(
                 agreement_all=_ratio_interval(agree, ones, plan, clusters),
                 per_criterion=per_crit,
                 pairwise=_pairwise_check(sc, held, values, plan),
+                no_threshold=None
+                if sel is None
+                else all(r.threshold is None for r in sel.pointwise.values()),
             )
         )
     return out, warnings
 
 
-def _pairwise_check(
-    sc: Scorer, held: Sequence[Match], values: Sequence[int], plan: ClusterBootstrap
-) -> SelectivePairs | None:
-    """Pairwise selective evaluation on the held-out pairs, by the thresholds in the judge folder (None when
-    they cannot be read or hold no pairwise thresholds)."""
-    from itertools import combinations
-
-    from judge.eval.selective import human_preference
-    from judge.models.preference import preference
+def _thresholds(held: Sequence[Match]):
+    """The thresholds the held-out records were marked by (the judge folder's ``selective.json`` whose
+    fingerprint they carry); None when it cannot be read."""
     from judge.models.selective import SELECTIVE_FILE, read_selective
 
     prod = held[0].record.producer
@@ -283,7 +291,21 @@ def _pairwise_check(
         sel = read_selective(path)
     except JudgeError:
         return None
-    if not sel.pairwise or sel.fingerprint() != (prod.get("selective") or {}).get("fingerprint"):
+    return sel if sel.fingerprint() == (prod.get("selective") or {}).get("fingerprint") else None
+
+
+def _pairwise_check(
+    sc: Scorer, held: Sequence[Match], values: Sequence[int], plan: ClusterBootstrap
+) -> SelectivePairs | None:
+    """Pairwise selective evaluation on the held-out pairs, by the thresholds in the judge folder (None when
+    they cannot be read or hold no pairwise thresholds)."""
+    from itertools import combinations
+
+    from judge.eval.selective import human_preference
+    from judge.models.preference import preference
+
+    sel = _thresholds(held)
+    if sel is None or not sel.pairwise:
         return None
     by: dict[tuple[str, str], list[Match]] = defaultdict(list)
     for m in held:
@@ -305,6 +327,7 @@ def _pairwise_check(
     ones = np.ones_like(trusted)
     return SelectivePairs(
         n=len(rows),
+        no_threshold=all(r.threshold is None for r in sel.pairwise.values()),
         share_trusted=_ratio_interval(trusted, ones, plan, clusters),
         agreement_trusted=_ratio_interval(agree * trusted, trusted, plan, clusters),
         agreement_all=_ratio_interval(agree, ones, plan, clusters),

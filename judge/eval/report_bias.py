@@ -85,7 +85,8 @@ def _bias_models(d: Doc, scorers: dict[str, ScorerBias]) -> None:
     d.h(3, "Per responding model")
     d.p(
         "Offset: mean(scorer − human) over the model's items. Relative offset: the offset minus the median of "
-        "the models' offsets, so that an offset every model shares (a calibration matter: see MAE and the "
+        "the models' offsets (with an odd number of models, the median model is the reference: 0 by construction, "
+        "no interval), so that an offset every model shares (a calibration matter: see MAE and the "
         "calibration plot) cancels out, and one model scored off on its own does not make the others look off. "
         "Flag: **over-scored** (**under-scored**) when the relative offset's interval lies entirely above "
         "(below) 0. Scorers on the rubric scale only."
@@ -107,7 +108,11 @@ def _bias_models(d: Doc, scorers: dict[str, ScorerBias]) -> None:
                     fmt(mo.human_mean.value),
                     fmt(mo.scorer_mean.value),
                     fmt_signed(mo.offset, mo.small_n),
-                    fmt_signed(mo.relative, mo.small_n) if mo.relative is not None else "–",
+                    "0 (reference: the median model)"
+                    if mo.reference
+                    else fmt_signed(mo.relative, mo.small_n)
+                    if mo.relative is not None
+                    else "–",
                     f"**{mo.flag}**" if mo.flag else "–",
                 ]
             )

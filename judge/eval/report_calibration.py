@@ -15,6 +15,7 @@ from judge.eval.report_data import (
     ReportData,
     SelectiveCheck,
     SliceReport,
+    trusted_share_text,
 )
 
 #: MMIE-Score's agreement with humans as the MMIE paper reports it (on MMIE's own data, not this set).
@@ -185,7 +186,7 @@ def selective_section(d: Doc, data: ReportData) -> None:
                 f">= {pct(c.agreement)} with prob. >= {pct(1 - c.delta) if c.delta is not None else '–'} "
                 f"(tolerance {c.tolerance:g}, confidence {c.confidence})",
                 f"{c.n} ({c.n_questions})",
-                f"{c.n_trusted}: {fmt_ci(c.share_trusted)}",
+                f"{c.n_trusted}: {trusted_share_text(c.share_trusted, c.no_threshold)}",
                 fmt_ci(c.agreement_trusted),
                 fmt_ci(c.agreement_all),
             ]
@@ -205,7 +206,8 @@ def selective_section(d: Doc, data: ReportData) -> None:
             pw = c.pairwise
             d.p(
                 f"Pairwise, {pw.n} held-out pairs of responses to one question that the annotators order: "
-                f"{fmt_ci(pw.share_trusted)} trusted, agreement {fmt_ci(pw.agreement_trusted)} on them, "
+                f"{trusted_share_text(pw.share_trusted, pw.no_threshold, suffix=' trusted')}, agreement "
+                f"{fmt_ci(pw.agreement_trusted)} on them, "
                 f"{fmt_ci(pw.agreement_all)} on all pairs."
             )
 
@@ -318,7 +320,8 @@ def format_calibration_summary(
     for sel in selective or []:
         lines.append(
             f"  {sel.scorer}, selective evaluation (>= {pct(sel.agreement)} agreement promised): "
-            f"{sel.n_trusted} of {sel.n} held-out scores trusted ({fmt_ci(sel.share_trusted)}), agreement "
+            f"{sel.n_trusted} of {sel.n} held-out scores trusted "
+            f"({trusted_share_text(sel.share_trusted, sel.no_threshold)}), agreement "
             f"{fmt_ci(sel.agreement_trusted)} on them, {fmt_ci(sel.agreement_all)} on all"
         )
     for p in ppi:

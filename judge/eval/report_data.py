@@ -252,6 +252,8 @@ class ModelOffset(_Data):
         Interval | None
     )  #: offset minus the median offset over models; None off the scale or for one model
     flag: Literal["over-scored", "under-scored"] | None  #: the relative interval excludes 0
+    #: the median model the others are relative to (its relative offset 0 by construction, no interval)
+    reference: bool = False
 
 
 class ModelRanking(_Data):
@@ -348,6 +350,29 @@ class SelectivePairs(_Data):
     share_trusted: Interval
     agreement_trusted: Interval
     agreement_all: Interval
+    no_threshold: bool | None = None  #: the thresholds hold no pairwise one (None: unknown)
+
+
+def trusted_share_text(
+    share: dict[str, Any] | Interval, no_threshold: bool | None, digits: int = 3, suffix: str = ""
+) -> str:
+    """A share of trusted scores as printed: "none trusted (no threshold)" without an interval when nothing
+    is (a sampled 0 is no exact 0 on new items), else the share with its interval when it has one, and
+    ``suffix``."""
+    d = share.model_dump() if isinstance(share, Interval) else share
+    v, ci = d.get("value"), d.get("ci")
+    if v is None:
+        return "undefined"
+    if v == 0:
+        why = (
+            ""
+            if no_threshold is None
+            else " (no threshold)"
+            if no_threshold
+            else " (none reached the threshold)"
+        )
+        return "none trusted" + why
+    return f"{v:.{digits}f}" + (f" [{ci[0]:.{digits - 1}f}, {ci[1]:.{digits - 1}f}]" if ci else "") + suffix
 
 
 class SelectiveCheck(_Data):
@@ -368,6 +393,7 @@ class SelectiveCheck(_Data):
     agreement_all: Interval  #: agreement on every score (no abstention)
     per_criterion: list[SelectiveCriterion]
     pairwise: SelectivePairs | None = None
+    no_threshold: bool | None = None  #: the judge's thresholds hold no pointwise one (None: unreadable)
 
 
 class PPIDraw(_Data):

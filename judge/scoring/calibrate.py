@@ -118,6 +118,7 @@ def calibrate_judge(cfg: CalibrateConfig) -> CalibrateResult:
             delta=cfg.delta,
             tolerance=cfg.tolerance,
             confidence=cfg.confidence,
+            power=cfg.power,
         )
     if cfg.plan:  # a plan writes nothing: the judge folder keeps its calibration and thresholds
         return CalibrateResult(cal, None, scores, None, sel, None)

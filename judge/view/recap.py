@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from judge.eval.report_data import trusted_share_text
+
 
 def _ci(x: dict | None, digits: int = 3) -> str:
     if not x or x.get("value") is None:
@@ -73,13 +75,15 @@ def selective_lines(report: dict[str, Any], scorer: str) -> list[str]:
     lines = [
         f"selective evaluation (promise: agreement >= {sel['agreement']:.0%} with probability >= "
         f"{1 - sel['delta']:.0%}, within {sel['tolerance']:g} of the human mean): {sel['n_trusted']} of "
-        f"{sel['n']} held-out scores trusted ({_ci(sel['share_trusted'])}); agreement on them "
+        f"{sel['n']} held-out scores trusted ({trusted_share_text(sel['share_trusted'], sel.get('no_threshold'))}); "
+        "agreement on them "
         f"{_ci(sel['agreement_trusted'])}, on all scores {_ci(sel['agreement_all'])}"
     ]
     pw = sel.get("pairwise")
     if pw:
         lines.append(
-            f"  pairwise, {pw['n']} held-out pairs: {_ci(pw['share_trusted'])} trusted, agreement "
+            f"  pairwise, {pw['n']} held-out pairs: "
+            f"{trusted_share_text(pw['share_trusted'], pw.get('no_threshold'), suffix=' trusted')}, agreement "
             f"{_ci(pw['agreement_trusted'])} on them, {_ci(pw['agreement_all'])} on all"
         )
     return lines

@@ -380,8 +380,11 @@ def selective_verdict(files: RunFiles, scorer: str | None, criterion: str = OVER
         test = ""
         if on_test:
             share = on_test["share_trusted"]
+            trusted = (
+                "none trusted" if share.get("value") == 0 else f"{_pct_iv(share)} trusted"
+            )  # no [0, 0] interval from a sampled 0
             test = (
-                f"on the report's {on_test['n']} held-out {unit}: {_pct_iv(share)} trusted, agreement "
+                f"on the report's {on_test['n']} held-out {unit}: {trusted}, agreement "
                 f"{_pct_iv(on_test['agreement_trusted'])} on them against {_pct_iv(on_test['agreement_all'])} on all"
             )
         if key is None:
