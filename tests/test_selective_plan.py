@@ -73,7 +73,9 @@ def needed_by_hand(observed: float, agreement: float, delta: float, power: float
         (0.5, 0.6, 0.1),
     ],
 )
-def test_the_plans_number_is_the_smallest_n_the_binomial_test_certifies_with_the_power(observed, agreement, delta):
+def test_the_plans_number_is_the_smallest_n_the_binomial_test_certifies_with_the_power(
+    observed, agreement, delta
+):
     assert plan_size(observed, 1 - agreement, delta) == needed_by_hand(observed, agreement, delta)
 
 

@@ -359,7 +359,10 @@ CLOSE_FACTOR = 1.5
 
 
 def _close_call(
-    gain: Mapping[str, float], need: Mapping[str, float], refused: Mapping[str, str], chosen: str | None
+    gain: Mapping[Method, float],
+    need: Mapping[Method, float],
+    refused: Mapping[Method, str],
+    chosen: Method | None,
 ) -> str | None:
     """A sentence when the verdict lies within :data:`CLOSE_FACTOR` of flipping: the chosen map's gain below
     ``CLOSE_FACTOR`` times what it needs, or (read-out kept) a map's gain above ``1 / CLOSE_FACTOR`` of it. The
