@@ -117,7 +117,7 @@ POWER = 0.8
 
 #: How :func:`plan_size` answers, stored with the plan and printed by ``judge-calibrate --selective --plan``.
 PLAN_METHOD = (
-    "the smallest n (at least the test's least testable set, and START) such that, for that n and every "
+    f"the smallest n (at least the test's least testable set, and {START} items) such that, for that n and every "
     "larger one up to 2 n + 200, the exact binomial test of the fixed sequence (p-value <= delta) certifies "
     "the target with "
     "probability at least the stated power when every score is trusted and the judge's true agreement is "
