@@ -75,3 +75,45 @@ def test_every_recogniser_is_linear_in_its_input(name):
             assert large < 3 * small + 0.02, (slot, kind, small, large)
             assert large < 0.5, (slot, kind, large)
     assert worst
+
+
+def _scale_fillers(n: int) -> dict[str, str]:
+    """Texts where a scale reader could backtrack: whitespace runs around ranges and scale words (the red
+    team's `"1-10" + spaces + "x"` took 25 s at 32,000 spaces and stalled /health)."""
+    return {
+        "range then spaces": "1-10" + " " * n + "x",
+        "scale word then spaces": "scored" + " " * n + "x",
+        "word, spaces, colon, spaces": "rate" + " " * n + ":" + " " * n,
+        "scored then digits and spaces": "scored " + "1" * (n // 2) + " " * (n // 2),
+        "split range": "1" + " " * (n // 2) + "-" + " " * (n // 2) + "x",
+        "scale words repeated": "scored " * (n // 7),
+        "range halves repeated": "1-" * (n // 2),
+        "grade and score words": "GRADE SCORE: " * (n // 13),
+    }
+
+
+def _read_cost(read, text: str) -> float:
+    best = float("inf")
+    for _ in range(3):
+        t0 = time.perf_counter()
+        try:
+            read(text)
+        except Exception as e:  # a ProtocolError (its ScaleError too) is an answer, a 422; nothing else
+            assert type(e).__name__ in ("ProtocolError", "ScaleError"), repr(e)[:200]
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+@pytest.mark.parametrize("reader", ["rubric item range", "inspect-ai instructions"])
+def test_scale_readers_of_tool_instructions_are_linear(reader):
+    """The readers of an lmms-eval rubric item's range and of inspect-ai's custom instructions (issue 41's
+    bare ranges and SCORE format) take client text too: twice the length costs under about three times the
+    time, none more than half a second at the string bound."""
+    from judge.serve.protocols import inspect_graders, stated
+
+    read = stated.item_range if reader == "rubric item range" else inspect_graders._answer_format
+    for kind in _scale_fillers(8):
+        small = _read_cost(read, _scale_fillers(LONG // 2)[kind])
+        large = _read_cost(read, _scale_fillers(LONG)[kind])
+        assert large < 3 * small + 0.02, (kind, small, large)
+        assert large < 0.5, (kind, large)

@@ -39,8 +39,9 @@ _INTEGER = re.compile(rf"an integer between ({_NUM}) and ({_NUM})")
 # description, or after "scored"/"rated"/"score"/"scale" ("scored 1-10", "rated 1 to 5"). A number inside other
 # words ("the 2-3 key facts") is not a scale. The look-behind starts a match only at a run's first digit.
 _BARE_RANGE = r"(?<![\w.-])(\d+)\s*(?:-|\u2013|to)\s*(\d+)(?!\w|\.\d)"
-_BARE = re.compile(rf"^\s*{_BARE_RANGE}\s*\.?\s*$")
-_SCORED = re.compile(rf"\b(?:scored|rated|score|rate|rating|scale(?: of)?)\s*:?\s*{_BARE_RANGE}", re.I)
+_BARE = re.compile(rf"{_BARE_RANGE}\.?")
+_BARE_MAX = 40  # characters: "1-10", "1 to 5." are short
+_SCORED = re.compile(rf"\b(?:scored|rated|score|rate|rating|scale(?: of)?)\s*(?::\s*)?{_BARE_RANGE}", re.I)
 _NUM_AT = re.compile(_NUM)
 _CHOICE_SEP = re.compile(r"\s*,\s*(?:or\s+)?|,?\s+or\s+")
 
@@ -94,10 +95,16 @@ def stated_range(text: str, default: Scale | None, *, pattern: re.Pattern[str] =
 def item_range(text: str) -> Scale | None:
     """A rubric item's "(A-B)" or "(A to B)", else its "from A to B" wording, else a bare "A-B" / "A to B"
     (the whole description, or after "scored", "rated", "score", "scale": "scored 1-10"), else None."""
-    for pattern in (_PAREN, _RANGE, _BARE, _SCORED):
+    for pattern in (_PAREN, _RANGE, _SCORED):
         found = stated_range(text, None, pattern=pattern)
         if found is not None:
             return found
+    # The whole description a bare range: stripped once (linear), then matched whole. A long description
+    # is never a bare range, and matching a pattern with whitespace on both sides of an anchor could
+    # backtrack quadratically on a long run of spaces.
+    bare = text.strip()
+    if len(bare) <= _BARE_MAX and (m := _BARE.fullmatch(bare)) is not None:
+        return _ordered(m.group(1), m.group(2), m.group(0), integer=True)
     return None
 
 
