@@ -28,7 +28,6 @@ run cut short by a time limit keeps the repeats it finished.
 from __future__ import annotations
 
 import argparse
-import shlex
 import shutil
 import statistics
 import sys
@@ -40,10 +39,11 @@ SCRIPTS = Path(__file__).resolve().parent
 if str(SCRIPTS) not in sys.path:
     sys.path.insert(0, str(SCRIPTS))
 
+import _bench_common as bc  # noqa: E402  (the harness: protocol, machine facts, JSON)
 import bench_repro as br  # noqa: E402  (the workload as files, the saved judge, judge-score in a child process)
-import bench_score as bs  # noqa: E402  (shapes, workload, encoding workers, mode (c), the protocol)
+import bench_score as bs  # noqa: E402  (shapes, workload, encoding workers, mode (c))
 
-REPO = bs.REPO
+REPO = bc.REPO
 BENCH = "bench (c)"
 FIXED = "judge-score --limit 1"
 
@@ -94,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--shape", choices=sorted(bs.SHAPES), default="4b")
     p.add_argument("--responses", type=int, default=256, help="responses in the workload (default 256)")
-    p.add_argument("--images", type=bs.parse_range, default=(2, 3), help="images per response (default 2-3)")
+    p.add_argument("--images", type=bc.parse_range, default=(2, 3), help="images per response (default 2-3)")
     p.add_argument(
         "--prompt-tokens", type=int, default=1500, help="mean criterion-prompt length (default 1500)"
     )
@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--batch-size", type=int, default=16, help="responses per forward pass, both sides (default 16)"
     )
-    p.add_argument("--repeats", type=int, default=bs.MIN_REPEATS, help="timed runs of each (median)")
+    p.add_argument("--repeats", type=int, default=bc.MIN_REPEATS, help="timed runs of each (median)")
     p.add_argument("--device", default="auto")
     p.add_argument("--dtype", default="auto", help="auto: bfloat16 on a GPU, float32 on the CPU")
     p.add_argument("--threads", type=int, help="torch threads here and in judge-score's processes")
@@ -124,8 +124,8 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.responses < 2 or args.repeats < 1 or args.workers < 0:
         p.error("--responses must be at least 2, --repeats at least 1, --workers at least 0")
-    source = bs.source_state()
-    bs.require_clean(source, args.allow_dirty)
+    source = bc.source_state()
+    bc.require_clean(source, args.allow_dirty)
 
     import torch
 
@@ -135,8 +135,8 @@ def main(argv: list[str] | None = None) -> int:
     from judge.core.atomic import write_json
     from judge.core.rubric import load_rubric
 
-    device = bs.resolve_device(args.device)
-    dtype = bs.resolve_dtype(args.dtype, device)
+    device = bc.resolve_device(args.device)
+    dtype = bc.resolve_dtype(args.dtype, device)
     dtype_name = str(dtype).replace("torch.", "")
     shape = bs.SHAPES[args.shape]
     rubric = load_rubric("mmie")
@@ -165,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"saved the random {shape.name} judge ({dtype_name}) in {time.perf_counter() - t0:.1f} s")
         t0 = time.perf_counter()
         j = judge.Judge.load(str(model_dir), rubric="mmie", device=device, dtype=dtype_name)
-        bs.sync(device)
+        bc.sync(device)
         load_s = time.perf_counter() - t0
         scorer = j.engine.scorer
         kw = dict(batch_tokens=args.batch_tokens, batch_size=args.batch_size * per_response)
@@ -180,16 +180,16 @@ def main(argv: list[str] | None = None) -> int:
         common = ["--judge", str(model_dir), "--rubric", "mmie", "--device", device, "--dtype", dtype_name,
                   "--batch-tokens", str(args.batch_tokens), "--batch-size", str(args.batch_size),
                   "--overwrite", "--no-progress"]  # fmt: skip
-        peak, gpu = bs.peak_tflops(device, None)
+        peak, gpu = bc.peak_tflops(device, None)
         result = {
             "benchmark": "judge-score end to end (a process of its own, files in and out) against "
             "bench_score.py's mode (c) on the same workload",
-            "command": "python scripts/bench_e2e.py" + ("" if not argv else " " + shlex.join(argv)),
-            "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            "device": bs.machine_facts(device, peak, gpu),
-            "versions": bs.versions(),
+            "command": bc.command_line("bench_e2e.py", argv),
+            "date": bc.run_date(),
+            "device": bc.machine_facts(device, peak, gpu),
+            "versions": bc.versions(),
             **source,
-            "protocol": bs.protocol(args.responses, args.repeats),
+            "protocol": bc.protocol(args.responses, args.repeats),
             "config": {
                 "shape": shape.name,
                 "dtype": dtype_name,
@@ -209,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
             },
         }
         # One file, rewritten after every repeat: a run cut short (a device call's time limit) keeps its repeats.
-        tag = bs.device_tag(device, result["device"].get("name"))
+        tag = bc.device_tag(device, result["device"].get("name"))
         path = Path(args.out) / f"bench_e2e_{tag}_{time.strftime('%Y%m%d-%H%M%S')}.json"
         path.parent.mkdir(parents=True, exist_ok=True)
         runs = [BENCH, *(f"judge-score, workers {w}" for w in args.score_workers), FIXED]
@@ -219,10 +219,10 @@ def main(argv: list[str] | None = None) -> int:
         for rep in range(args.repeats):
             for run in runs if rep % 2 == 0 else runs[::-1]:
                 if run == BENCH:
-                    bs.sync(device)
+                    bc.sync(device)
                     t0 = time.perf_counter()
                     out = bs.score_judge(scorer, encoder, share_prefix=True, **kw)
-                    bs.sync(device)
+                    bc.sync(device)
                     times[run].append(time.perf_counter() - t0)
                     bench_scores = {
                         (r.key, c): s.expected
@@ -274,9 +274,9 @@ def print_table(result: dict) -> None:
     print("|---|---|---|---|---|---|---|")
     for run, r in result["results"].items():
         print(
-            f"| {run} | {r['seconds']:.2f} | {bs._fmt(r.get('responses_per_s'), '.2f')} | "
-            f"{bs._fmt(r.get('over_bench'), '.2f')} | {bs._fmt(r.get('steady_responses_per_s'), '.2f')} | "
-            f"{bs._fmt(r.get('steady_over_bench'), '.2f')} | {bs._fmt(r.get('max_abs_diff_vs_bench'), '.1e')} |"
+            f"| {run} | {r['seconds']:.2f} | {bc.fmt(r.get('responses_per_s'), '.2f')} | "
+            f"{bc.fmt(r.get('over_bench'), '.2f')} | {bc.fmt(r.get('steady_responses_per_s'), '.2f')} | "
+            f"{bc.fmt(r.get('steady_over_bench'), '.2f')} | {bc.fmt(r.get('max_abs_diff_vs_bench'), '.1e')} |"
         )
 
 

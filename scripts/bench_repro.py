@@ -43,7 +43,6 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import shlex
 import shutil
 import statistics
 import subprocess
@@ -57,10 +56,11 @@ SCRIPTS = Path(__file__).resolve().parent
 if str(SCRIPTS) not in sys.path:
     sys.path.insert(0, str(SCRIPTS))
 
-import bench_score as bs  # noqa: E402  (model shapes, workload, machine facts, the protocol)
-import load_test as lt  # noqa: E402  (a judge-serve process on loopback)
+import _bench_common as bc  # noqa: E402  (the harness: protocol, machine facts, JSON)
+import _load_serve as lt  # noqa: E402  (a judge-serve process on loopback, as load_test starts it)
+import bench_score as bs  # noqa: E402  (model shapes, workload, build and protocol helpers)
 
-REPO = bs.REPO
+REPO = bc.REPO
 PATHS = (
     "shared, alone",
     "shared, batched",
@@ -134,7 +134,7 @@ def save_judge(folder: Path, shape, processor, device: str, dtype, seed: int) ->
     model.save_pretrained(folder)
     processor.save_pretrained(folder)
     del model
-    bs.reset_peak(device)
+    bc.reset_peak(device)
 
 
 def scores_of(records) -> dict[tuple[str, str], float | None]:
@@ -277,10 +277,10 @@ def throughput(judges: dict, data: Path, items: list[dict], dtype: str, device: 
     times: dict[str, list[float]] = {m: [] for m in judges}
     for rep in range(repeats):
         for mode in list(judges) if rep % 2 == 0 else list(judges)[::-1]:
-            bs.sync(device)
+            bc.sync(device)
             t0 = time.perf_counter()
             judges[mode].score_records(items, root=data)
-            bs.sync(device)
+            bc.sync(device)
             times[mode].append(time.perf_counter() - t0)
             print(f"  {dtype} {mode:12s} run {rep + 1}: {times[mode][-1]:.2f} s", file=sys.stderr, flush=True)
     out = {
@@ -312,13 +312,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--responses", type=int, default=48, help="responses in the workload (default 48)")
     p.add_argument("--targets", type=int, default=24, help="the first N are measured (default 24)")
-    p.add_argument("--images", type=bs.parse_range, default=(0, 3), help="images per response (default 0-3)")
+    p.add_argument("--images", type=bc.parse_range, default=(0, 3), help="images per response (default 0-3)")
     p.add_argument(
         "--prompt-tokens", type=int, default=600, help="mean criterion-prompt length (default 600)"
     )
     p.add_argument("--jitter", type=float, default=0.5, help="prompt lengths vary within +-this fraction")
     p.add_argument("--families", default="SA,PBL,MSR")
-    p.add_argument("--repeats", type=int, default=bs.MIN_REPEATS, help="timed runs per mode (median)")
+    p.add_argument("--repeats", type=int, default=bc.MIN_REPEATS, help="timed runs per mode (median)")
     p.add_argument("--compare-readout", action="store_true", help="also the model's own read-out (bf16/fp16)")
     p.add_argument(
         "--full",
@@ -344,8 +344,8 @@ def main(argv: list[str] | None = None) -> int:
         or not 0 < args.targets <= args.responses
     ):
         p.error("--modes: default, reproducible; --paths: api, cli, serve; 0 < --targets <= --responses")
-    source = bs.source_state()
-    bs.require_clean(source, args.allow_dirty)
+    source = bc.source_state()
+    bc.require_clean(source, args.allow_dirty)
 
     import torch
 
@@ -353,7 +353,7 @@ def main(argv: list[str] | None = None) -> int:
         torch.set_num_threads(args.threads)
     from judge.core.rubric import load_rubric
 
-    device = bs.resolve_device(args.device)
+    device = bc.resolve_device(args.device)
     shape = bs.SHAPES[args.shape]
     rubric = load_rubric("mmie")
     processor = bs.build_processor(shape, 1, rubric)
@@ -374,7 +374,7 @@ def main(argv: list[str] | None = None) -> int:
 
         import judge
 
-        peak, gpu = bs.peak_tflops(device, None)
+        peak, gpu = bc.peak_tflops(device, None)
         runs: dict[str, dict] = {}
         speed: dict[str, dict] = {}
         out_path: Path | None = None
@@ -385,12 +385,12 @@ def main(argv: list[str] | None = None) -> int:
             result = {
                 "benchmark": "reproducibility: an item's judge scores by path, batching and dtype, against a float32 "
                 "reference; and the reproducible mode's throughput",
-                "command": "python scripts/bench_repro.py" + ("" if not argv else " " + shlex.join(argv)),
-                "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                "device": bs.machine_facts(device, peak, gpu),
-                "versions": bs.versions(),
+                "command": bc.command_line("bench_repro.py", argv),
+                "date": bc.run_date(),
+                "device": bc.machine_facts(device, peak, gpu),
+                "versions": bc.versions(),
                 **source,
-                "protocol": bs.protocol(args.responses, args.repeats, quiet=not final),
+                "protocol": bc.protocol(args.responses, args.repeats, quiet=not final),
                 "complete": final,
                 "config": {
                     "shape": shape.name,
@@ -416,7 +416,7 @@ def main(argv: list[str] | None = None) -> int:
             if final:
                 print_table(result, args.criteria)
             if out_path is None:
-                out_path = bs.write_result(args.out, "bench_repro", device, result)
+                out_path = bc.write_result(args.out, "bench_repro", device, result)
             else:
                 from judge.core.atomic import write_json
 
@@ -497,7 +497,7 @@ def main(argv: list[str] | None = None) -> int:
                 )  # fmt: skip
                 write()
             loaded.clear()
-            bs.reset_peak(device)
+            bc.reset_peak(device)
         write(final=True)
     finally:
         if not args.model_dir:

@@ -55,7 +55,6 @@ import argparse
 import contextlib
 import functools
 import math
-import shlex
 import shutil
 import statistics
 import sys
@@ -67,9 +66,10 @@ SCRIPTS = Path(__file__).resolve().parent
 if str(SCRIPTS) not in sys.path:
     sys.path.insert(0, str(SCRIPTS))
 
+import _bench_common as bc  # noqa: E402  (the harness: protocol, machine facts, JSON)
 import bench_score as bs  # noqa: E402  (the shared model, workload and FLOP helpers)
 
-REPO = bs.REPO
+REPO = bc.REPO
 #: configuration -> (quantization, gradient checkpointing, packing)
 CONFIGS = {
     f"{base}{'-packed' if packed else ''}": (quant, gc, packed)
@@ -198,7 +198,7 @@ def load_model(quant: str, args, model_dir: Path, device: str, dtype_name: str):
         )
     if quant != "none" and not device.startswith("cuda"):
         print("  4-bit on the CPU (bitsandbytes' CPU kernels): slow, for testing only", file=sys.stderr)
-    bs.reset_peak(device)
+    bc.reset_peak(device)
     cfg = RunConfig.model_validate(
         {
             "data": {"annotations": ["synthetic.jsonl"]},
@@ -213,8 +213,8 @@ def load_model(quant: str, args, model_dir: Path, device: str, dtype_name: str):
     if quant == "none":
         model.to(device)
     model.train()
-    bs.sync(device)
-    weights = torch.cuda.memory_allocated() / bs.GIB if device.startswith("cuda") else None
+    bc.sync(device)
+    weights = torch.cuda.memory_allocated() / bc.GIB if device.startswith("cuda") else None
     return model, processor, dtype, cfg, time.perf_counter() - t0, weights
 
 
@@ -244,7 +244,7 @@ def run_config(
         base = model.get_base_model() if hasattr(model, "get_base_model") else model
         base.set_attn_implementation({"text_config": "flex_attention" if packed else "sdpa"})
     model.train()
-    bs.reset_peak(device)
+    bc.reset_peak(device)
     trainable = [p for p in model.parameters() if p.requires_grad]
     lora_params = sum(p.numel() for p in trainable)
     opt = torch.optim.AdamW(
@@ -295,7 +295,7 @@ def run_config(
     try:
         for step in range(total):
             if step == args.warmup_steps:
-                bs.sync(device)
+                bc.sync(device)
                 t_start = t_last = time.perf_counter()
                 result["setup_and_warmup_seconds"] = t_start - t_config
             batch = next(it)
@@ -313,18 +313,18 @@ def run_config(
             opt.zero_grad(set_to_none=True)
             losses.append(loss.detach())
             if step >= args.warmup_steps and args.sync_steps:
-                bs.sync(device)
+                bc.sync(device)
                 now = time.perf_counter()
                 step_s.append(now - t_last)
                 t_last = now
-        bs.sync(device)
+        bc.sync(device)
         sec = time.perf_counter() - t_start
     except torch.cuda.OutOfMemoryError as e:
         result.update(
             {
                 "error": f"out of memory: {str(e).splitlines()[0]}",
                 "seconds_until_error": time.perf_counter() - t_config,
-                **bs.peak_memory(device),
+                **bc.peak_memory(device),
             }
         )
         print(f"  {name}: out of memory after {result['seconds_until_error']:.1f} s", file=sys.stderr)
@@ -347,13 +347,13 @@ def run_config(
             "padding_fraction": 1 - tokens / padded if padded else None,
             "tokens_per_s": tokens / sec,
             "examples_per_s": n_examples / sec,
-            **bs.rates(sec, flops, peak),
+            **bc.rates(sec, flops, peak),
             "flops_6n": flops6,
             "mfu_6n": (flops6 / sec / 1e12 / peak) if peak else None,
             "loss_first": loss_values[0],
             "loss_last": loss_values[-1],
             "loss_finite": all(math.isfinite(x) for x in loss_values),
-            **bs.peak_memory(device),
+            **bc.peak_memory(device),
         }
     )
     return result
@@ -393,7 +393,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--warmup-steps", type=int, default=2, help="untimed steps first (default 2)")
     p.add_argument("--batch-size", type=int, default=8, help="examples per step (default 8)")
     p.add_argument("--responses", type=int, help="responses in the data pool (default: enough for the steps)")
-    p.add_argument("--images", type=bs.parse_range, default=(2, 3))
+    p.add_argument("--images", type=bc.parse_range, default=(2, 3))
     p.add_argument("--prompt-tokens", type=int, default=1500)
     p.add_argument("--jitter", type=float, default=0.15)
     p.add_argument("--families", default="SA,PBL,MSR")
@@ -481,8 +481,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         if why:
             p.error(f"--liger {why}")
-    source = bs.source_state()
-    bs.require_clean(source, args.allow_dirty)
+    source = bc.source_state()
+    bc.require_clean(source, args.allow_dirty)
 
     import torch
 
@@ -491,11 +491,11 @@ def main(argv: list[str] | None = None) -> int:
     from judge.core.rubric import load_rubric
     from judge.train.collator import JudgeCollator
 
-    device = bs.resolve_device(args.device)
-    dtype = bs.resolve_dtype(args.dtype, device)
+    device = bc.resolve_device(args.device)
+    dtype = bc.resolve_dtype(args.dtype, device)
     # Named explicitly: build_model loads a non-quantized base on the CPU, where 'auto' would mean float32.
     dtype_name = str(dtype).replace("torch.", "")
-    peak, gpu = bs.peak_tflops(device, args.peak_tflops)
+    peak, gpu = bc.peak_tflops(device, args.peak_tflops)
     shape = bs.SHAPES[args.shape]
     rubric = load_rubric("mmie")
     processor = bs.build_processor(shape, args.max_tiles, rubric)
@@ -509,21 +509,21 @@ def main(argv: list[str] | None = None) -> int:
         """The results so far (medians over the repeats done): the table printed, the JSON (one file)
         rewritten."""
         results = {name: median_result(r) for name, r in runs.items() if r}
-        cmd = "python scripts/bench_train.py" + ("" if not argv else " " + shlex.join(argv))
+        cmd = bc.command_line("bench_train.py", argv)
         result = {
             "benchmark": "judge LoRA SFT training throughput: bf16 LoRA and 4-bit QLoRA, with and without "
             "gradient checkpointing",
             "command": cmd,
-            "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            "device": bs.machine_facts(device, peak, gpu),
-            "versions": bs.versions(),
+            "date": bc.run_date(),
+            "device": bc.machine_facts(device, peak, gpu),
+            "versions": bc.versions(),
             **source,
             "protocol": {
                 "steps": args.steps,
                 "warmup_steps": args.warmup_steps,
                 "repeats": args.repeats,
-                "min_repeats": bs.MIN_REPEATS,
-                "met": repeats_done >= bs.MIN_REPEATS,
+                "min_repeats": bc.MIN_REPEATS,
+                "met": repeats_done >= bc.MIN_REPEATS,
             },
             "config": {
                 "model": desc,
@@ -575,7 +575,7 @@ def main(argv: list[str] | None = None) -> int:
         result["load_seconds"] = loads
         print_table(result)
         if path is None:
-            path = bs.write_result(args.out, "bench_train", device, result)
+            path = bc.write_result(args.out, "bench_train", device, result)
         else:
             from judge.core.atomic import write_json
 
@@ -594,7 +594,7 @@ def main(argv: list[str] | None = None) -> int:
             model.save_pretrained(model_dir)
             processor.save_pretrained(model_dir)
             del model
-            bs.reset_peak(device)
+            bc.reset_peak(device)
             print(f"saved the random {shape.name} model to {model_dir} in {time.perf_counter() - t0:.1f} s")
         if args.save_only:
             return 0
@@ -677,9 +677,9 @@ def main(argv: list[str] | None = None) -> int:
                             file=sys.stderr,
                             flush=True,
                         )
-                    bs.reset_peak(device)
+                    bc.reset_peak(device)
                 del model
-                bs.reset_peak(device)
+                bc.reset_peak(device)
             rep_seconds.append(time.perf_counter() - t_rep)
             path = report(runs, loads, rep + 1, stopped, path, final=rep + 1 == args.repeats)
     finally:
@@ -711,7 +711,7 @@ def print_table(result: dict) -> None:
     ]
     print("| " + " | ".join(head) + " |")
     print("|" + "|".join("---" for _ in head) + "|")
-    f = bs._fmt
+    f = bc.fmt
     for name, r in result["results"].items():
         if "error" in r:
             print(f"| {name} | {r['error']} |" + " |" * (len(head) - 2))

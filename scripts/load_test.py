@@ -42,23 +42,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
-import json
-import mimetypes
 import os
-import random
-import re
 import shlex
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -66,600 +55,24 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "scripts"))
 
-import bench_score as bs  # noqa: E402  (machine facts, device names, versions)
+import _bench_common as bc  # noqa: E402  (machine facts, device names, versions, the JSON's command and date)
+from _load_judge_score import BatchPath, agreement  # noqa: E402
+from _load_serve import (  # noqa: E402
+    BATCHING_NOTE,
+    OwnServer,
+    batching_figures,
+    scrape,
+    server_command,
+    server_info,
+    start_server,
+    stop_server,
+    wait_ready,
+)
+from _load_workload import SIZES, Workload, build_workload, run_load, summarise_load  # noqa: E402
 
 from judge.scoring.remote import API_KEY_ENV  # noqa: E402  (the variable judge-serve reads its key from)
 
-SIZES = (1, 2, 4, 8)
-#: extra words appended to a response, drawn per item use: most items short, some long
-EXTRA_WORDS = (0, 0, 30, 100, 300)
-SCORE_KEYS = ("score", "argmax", "distribution", "status")
-
-
-# ----------------------------------------------------------------------------- the workload
-
-
-@dataclass
-class Workload:
-    """The requests to send: item dicts with data URLs (server) and with file paths (judge-score)."""
-
-    demo_dir: Path
-    items_url: list[dict]  #: images as base64 data URLs
-    items_path: list[dict]  #: the same items, images as paths relative to ``demo_dir``
-    requests: list[list[int]]  #: each request's items (indices into the item lists)
-    bodies: list[bytes]  #: each request's JSON body, serialised once
-    facts: dict[str, Any] = field(default_factory=dict)
-
-
-def _filler(rng: random.Random, pool: list[str], words: int) -> str:
-    out: list[str] = []
-    while len(out) < words:
-        out.extend(rng.choice(pool).split())
-    return " ".join(out[:words])
-
-
-def build_workload(folder: Path, n_requests: int, seed: int, demo_questions: int) -> Workload:
-    """A demo set in ``folder`` and ``n_requests`` requests over it; see the module doc."""
-    from judge.testing.demo import generate_demo
-
-    path = generate_demo(folder, n_questions=demo_questions, responses_per_question=3, seed=seed)
-    demo = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    pool = [
-        s["text"]
-        for r in demo
-        for s in r["response"]
-        if isinstance(s, dict) and s.get("type") == "text" and s.get("text")
-    ]
-    data_urls: dict[str, str] = {}
-
-    def data_url(rel: str) -> str:
-        if rel not in data_urls:
-            mime = mimetypes.guess_type(rel)[0] or "image/png"
-            data_urls[rel] = f"data:{mime};base64," + base64.b64encode((folder / rel).read_bytes()).decode()
-        return data_urls[rel]
-
-    def with_data_urls(content: Any) -> Any:
-        if not isinstance(content, list):
-            return content
-        return [
-            {**s, "image": data_url(s["image"])} if isinstance(s, dict) and s.get("image") else s
-            for s in content
-        ]
-
-    rng = random.Random(seed)
-    order = list(range(len(demo)))
-    rng.shuffle(order)
-    items_url: list[dict] = []
-    items_path: list[dict] = []
-    requests: list[list[int]] = []
-    extra_used: list[int] = []
-    for i in range(n_requests):
-        size = rng.choice(SIZES)
-        idx = []
-        for j in range(size):
-            base = demo[order[len(items_path) % len(order)]]
-            extra = rng.choice(EXTRA_WORDS)
-            response = list(base["response"])
-            if extra:
-                response.append({"type": "text", "text": _filler(rng, pool, extra)})
-            item = {
-                "id": f"{base['id']}~{i}.{j}",  # unique per use: judge-score keys records by id
-                "task": base["task"],
-                "model": base["model"],
-                "question": base["question"],
-                "response": response,
-                "reference": base.get("reference"),
-            }
-            idx.append(len(items_path))
-            items_path.append(item)
-            items_url.append(
-                {**item, **{f: with_data_urls(item[f]) for f in ("question", "response", "reference")}}
-            )
-            extra_used.append(extra)
-        requests.append(idx)
-    bodies = [json.dumps({"items": [items_url[k] for k in idx]}).encode() for idx in requests]
-    n_images = [
-        sum(
-            1
-            for f in ("question", "response", "reference")
-            for s in (it[f] or [])
-            if isinstance(s, dict) and s.get("image")
-        )
-        for it in items_path
-    ]
-    image_bytes = [len(base64.b64decode(u.split(",", 1)[1])) for u in data_urls.values()]
-    facts = {
-        "demo": {"questions": demo_questions, "responses": len(demo), "seed": seed},
-        "requests": n_requests,
-        "items": len(items_path),
-        "requests_by_size": dict(sorted(Counter(len(r) for r in requests).items())),
-        "extra_words_choices": list(EXTRA_WORDS),
-        "extra_words_mean": statistics.fmean(extra_used) if extra_used else 0,
-        "images_per_item_mean": statistics.fmean(n_images) if n_images else 0,
-        "image_bytes_mean": statistics.fmean(image_bytes) if image_bytes else 0,
-        "body_bytes_mean": statistics.fmean(len(b) for b in bodies) if bodies else 0,
-        "body_bytes_max": max((len(b) for b in bodies), default=0),
-    }
-    return Workload(folder, items_url, items_path, requests, bodies, facts)
-
-
-# ----------------------------------------------------------------------------- the server
-
-
-@dataclass
-class OwnServer:
-    url: str
-    proc: subprocess.Popen
-    log: Path
-
-    def tail(self, n: int = 40) -> str:
-        return "\n".join(self.log.read_text(errors="replace").splitlines()[-n:])
-
-    def cpu_seconds(self) -> float | None:
-        return _proc_cpu_seconds(self.proc.pid)
-
-
-def _proc_cpu_seconds(pid: int) -> float | None:
-    """User + system CPU seconds of a process and its threads (Linux /proc), else None."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def server_command(args: argparse.Namespace) -> list[str]:
-    cmd = [
-        sys.executable,
-        "-m",
-        "judge.cli.serve",
-        "--judge",
-        args.judge,
-        "--host",
-        "127.0.0.1",
-        "--port",
-        "0",
-    ]
-    if args.rubric:
-        cmd += ["--rubric", args.rubric]
-    cmd += ["--device", args.device, "--dtype", args.dtype]
-    cmd += ["--max-batch-tokens", str(args.max_batch_tokens), "--batch-size", str(args.batch_size)]
-    cmd += ["--max-wait-ms", f"{args.max_wait_ms:g}", "--max-queue", str(args.max_queue)]
-    cmd += ["--max-padding", f"{args.max_padding:g}"]
-    return cmd + list(getattr(args, "server_args", []))  # a caller's further options (bench_repro.py)
-
-
-def thread_env(threads: int | None) -> dict[str, str]:
-    """The server's environment: no API key (the script's own server is keyless), offline, N torch threads."""
-    env = {k: v for k, v in os.environ.items() if k != API_KEY_ENV}
-    env.update(HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
-    if threads:
-        env.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
-    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
-    return env
-
-
-def start_server(args: argparse.Namespace, log: Path) -> OwnServer:
-    """``judge-serve`` on 127.0.0.1 with ``--port 0`` (the OS picks a free port; the banner names it), ready."""
-    import httpx
-
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            server_command(args), cwd=REPO, env=thread_env(args.threads), stdout=out, stderr=subprocess.STDOUT
-        )
-    server = OwnServer("", proc, log)
-    deadline = time.monotonic() + args.ready_timeout
-    while True:
-        if proc.poll() is not None:
-            raise RuntimeError(
-                f"judge-serve exited with {proc.returncode} before it was ready:\n{server.tail()}"
-            )
-        if not server.url:
-            m = re.search(r"listening on (http://\S+)", log.read_text(errors="replace"))
-            server.url = m.group(1) if m else ""
-        if server.url:
-            try:
-                if httpx.get(server.url + "/ready", timeout=5).status_code == 200:
-                    return server
-            except httpx.TransportError:
-                pass
-        if time.monotonic() > deadline:
-            stop_server(server)
-            raise RuntimeError(f"judge-serve not ready after {args.ready_timeout:g} s:\n{server.tail()}")
-        time.sleep(0.2)
-
-
-def stop_server(server: OwnServer) -> int | None:
-    """SIGTERM (the server drains), then SIGKILL after 60 s; its exit code."""
-    if server.proc.poll() is None:
-        server.proc.send_signal(signal.SIGTERM)
-        try:
-            server.proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            server.proc.kill()
-            server.proc.wait()
-    return server.proc.returncode
-
-
-def wait_ready(url: str, headers: dict[str, str], timeout: float) -> None:
-    import httpx
-
-    deadline = time.monotonic() + timeout
-    last = ""
-    while time.monotonic() < deadline:
-        try:
-            r = httpx.get(url + "/ready", headers=headers, timeout=5)
-            if r.status_code == 200:
-                return
-            if r.status_code in (401, 403):
-                raise RuntimeError(
-                    f"{url}/ready answered {r.status_code}: give the server's key with --api-key"
-                )
-            last = f"{r.status_code} {r.text[:200]}"
-        except httpx.TransportError as e:
-            last = str(e)
-        time.sleep(0.5)
-    raise RuntimeError(f"{url}/ready did not answer 200 within {timeout:g} s (last: {last})")
-
-
-def server_info(url: str, headers: dict[str, str]) -> dict[str, Any]:
-    """``GET /v1/judge``: the server's limits (batch tokens, wait, queue) and provenance."""
-    import httpx
-
-    r = httpx.get(url + "/v1/judge", headers=headers, timeout=10)
-    r.raise_for_status()
-    d = r.json()
-    return {"limits": d.get("limits"), "provenance": d.get("provenance")}
-
-
-#: the batcher's Prometheus histograms the report reads
-_METRICS = ("judge_batch_items", "judge_batch_tokens", "judge_compute_seconds", "judge_queue_wait_seconds")
-
-
-def scrape(url: str, headers: dict[str, str]) -> dict[str, float]:
-    """The ``_sum`` and ``_count`` of the batcher's histograms, from ``/metrics``."""
-    import httpx
-    from prometheus_client.parser import text_string_to_metric_families
-
-    r = httpx.get(url + "/metrics", headers=headers, timeout=10)
-    r.raise_for_status()
-    out: dict[str, float] = {}
-    for fam in text_string_to_metric_families(r.text):
-        for s in fam.samples:
-            if fam.name in _METRICS and s.name.endswith(("_sum", "_count")):
-                out[s.name] = s.value
-    return out
-
-
-def batching_figures(before: dict[str, float], after: dict[str, float], seconds: float) -> dict[str, Any]:
-    """What the server's batcher did during the load phase: rounds, items and tokens per round, model time."""
-
-    def delta(name: str) -> float:
-        return after.get(name, 0.0) - before.get(name, 0.0)
-
-    rounds = delta("judge_batch_items_count")
-    items = delta("judge_batch_items_sum")
-    compute = delta("judge_compute_seconds_sum")
-    waits = delta("judge_queue_wait_seconds_count")
-    return {
-        "rounds": int(rounds),
-        "items_per_round_mean": items / rounds if rounds else None,
-        "tokens_per_round_mean": delta("judge_batch_tokens_sum") / rounds if rounds else None,
-        "model_seconds": compute,
-        "model_seconds_fraction_of_wall": compute / seconds if seconds else None,
-        "queue_wait_mean_s": delta("judge_queue_wait_seconds_sum") / waits if waits else None,
-    }
-
-
-BATCHING_NOTE = (
-    "per load phase, from the server's /metrics before and after it: rounds = judge_batch_items_count (one "
-    "per gathering round of the batcher), items_per_round_mean = judge_batch_items_sum / rounds; "
-    "model_seconds = judge_compute_seconds_sum, the time inside JudgeEngine.score_prepared (forward passes "
-    "and records), not the encoding the batcher does while gathering"
-)
-
-
-# ----------------------------------------------------------------------------- the load
-
-
-@dataclass
-class Outcome:
-    index: int
-    items: int
-    latency: float | None = None
-    status: int | None = None  #: None: no HTTP answer
-    error: str | None = None
-    scores: dict[tuple[str, str], float | None] = field(default_factory=dict)
-
-
-def check_answer(body: bytes, expected_ids: list[str]) -> tuple[str | None, dict]:
-    """A 200 body's problem (None if every item is there with its criteria), and its scores by (id, criterion)."""
-    try:
-        data = json.loads(body)
-    except ValueError:
-        return "the 200 body is not JSON", {}
-    results = data.get("results") if isinstance(data, dict) else None
-    if not isinstance(results, list) or [r.get("id") for r in results] != expected_ids:
-        return f"the 200 body's results do not match the {len(expected_ids)} items sent", {}
-    scores = {}
-    for r in results:
-        crits = r.get("scores") or {}
-        if not crits or any(
-            not isinstance(v, dict) or any(k not in v for k in SCORE_KEYS) for v in crits.values()
-        ):
-            return f"item {r.get('id')!r} lacks criteria or score fields", {}
-        for c, v in crits.items():
-            scores[(r["id"], c)] = v["score"]
-    return None, scores
-
-
-async def _load(
-    url: str, wl: Workload, concurrency: int, max_seconds: float, timeout: float, headers: dict[str, str]
-) -> tuple[list[Outcome], float]:
-    import httpx
-
-    outcomes: list[Outcome] = []
-    n = len(wl.bodies)
-    next_i = 0
-    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    hdrs = {**headers, "content-type": "application/json"}
-    async with httpx.AsyncClient(base_url=url, timeout=timeout, limits=limits) as client:
-        t_start = time.perf_counter()
-        stop_at = t_start + max_seconds
-
-        async def worker() -> None:
-            nonlocal next_i
-            while next_i < n and time.perf_counter() < stop_at:
-                i = next_i
-                next_i += 1
-                ids = [wl.items_url[k]["id"] for k in wl.requests[i]]
-                o = Outcome(i, len(ids))
-                outcomes.append(o)
-                t0 = time.perf_counter()
-                try:
-                    r = await client.post("/v1/score", content=wl.bodies[i], headers=hdrs)
-                    o.latency = time.perf_counter() - t0
-                    o.status = r.status_code
-                    if r.status_code == 200:
-                        o.error, o.scores = check_answer(r.content, ids)
-                    else:
-                        o.error = f"{r.status_code}: {r.text[:300]}"
-                except httpx.HTTPError as e:  # no HTTP answer: connection refused or reset, or the timeout
-                    o.error = f"{type(e).__name__}: {e}"[:300]
-
-        await asyncio.gather(*(worker() for _ in range(concurrency)))
-        seconds = time.perf_counter() - t_start
-    outcomes.sort(key=lambda o: o.index)
-    return outcomes, seconds
-
-
-def percentile(values: list[float], q: float) -> float | None:
-    """The q-th percentile (0-100), linear between closest ranks (numpy's default)."""
-    if not values:
-        return None
-    xs = sorted(values)
-    pos = (len(xs) - 1) * q / 100
-    lo = int(pos)
-    hi = min(lo + 1, len(xs) - 1)
-    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
-
-
-def latency_stats(values: list[float]) -> dict[str, float | None]:
-    return {
-        "p50": percentile(values, 50),
-        "p95": percentile(values, 95),
-        "p99": percentile(values, 99),
-        "mean": statistics.fmean(values) if values else None,
-        "max": max(values) if values else None,
-        "count": len(values),
-    }
-
-
-def summarise_load(phases: list[tuple[list[Outcome], float]], planned: int) -> dict[str, Any]:
-    """Counts and latencies pooled over the load phases; requests/s and items/s per phase and their median."""
-    outcomes = [o for outs, _ in phases for o in outs]
-    answered = [o for o in outcomes if o.status is not None]
-    ok = [o for o in answered if o.status == 200 and o.error is None]
-    statuses = Counter(str(o.status) for o in answered)
-    errors = [
-        f"phase {p + 1}, request {o.index}: {o.error}"
-        for p, (outs, _) in enumerate(phases)
-        for o in outs
-        if o.error
-    ]
-    lat_ok = [o.latency for o in ok if o.latency is not None]
-    by_size = {
-        str(s): latency_stats([o.latency for o in ok if o.items == s and o.latency is not None])
-        for s in SIZES
-    }
-    per_phase: list[dict[str, Any]] = []
-    rates: list[float] = []
-    req_rates: list[float] = []
-    for outs, seconds in phases:
-        good = [o for o in outs if o.status == 200 and o.error is None]
-        items = sum(o.items for o in good)
-        per_phase.append(
-            {
-                "requests_sent": len(outs),
-                "ok_requests": len(good),
-                "ok_items": items,
-                "seconds": seconds,
-                "requests_per_s": len(good) / seconds if seconds else None,
-                "items_per_s": items / seconds if seconds else None,
-                "latency_s": latency_stats([o.latency for o in good if o.latency is not None]),
-            }
-        )
-        if seconds:
-            rates.append(items / seconds)
-            req_rates.append(len(good) / seconds)
-    return {
-        "phases": len(phases),
-        "requests_planned_per_phase": planned,
-        "requests_sent": len(outcomes),
-        "requests_not_sent": planned * len(phases) - len(outcomes),
-        "answered": len(answered),
-        "unanswered": len(outcomes) - len(answered),
-        "by_status": dict(sorted(statuses.items())),
-        "status_5xx": sum(1 for o in answered if o.status is not None and o.status >= 500),
-        "bad_200": sum(1 for o in answered if o.status == 200 and o.error is not None),
-        "ok_requests": len(ok),
-        "ok_items": sum(o.items for o in ok),
-        "requests_per_s": statistics.median(req_rates) if req_rates else None,
-        "items_per_s": statistics.median(rates) if rates else None,
-        "latency_s": latency_stats(lat_ok),
-        "latency_s_by_items": by_size,
-        "per_phase": per_phase,
-        "errors": errors[:20],
-        "errors_total": len(errors),
-        "rates_note": "requests/s and items/s: the median over phases of (200 answers, or their items) / "
-        "(seconds from the first request sent to the last answer); latencies pooled over phases, 200 "
-        "answers only",
-    }
-
-
-# ----------------------------------------------------------------------------- judge-score
-
-
-@contextmanager
-def timed_judge_loop(times: list[float]) -> Iterator[None]:
-    """Time each run of ``JudgeEngine.iter_batches`` inside ``score_files``: from its first item encoded
-    to its exhaustion, which includes the caller appending each batch to the output (instrumentation
-    only; the engine runs unchanged)."""
-    from judge.scoring.engine import JudgeEngine
-
-    original = JudgeEngine.iter_batches
-
-    def iter_batches(self, *a, **k):
-        t0 = time.perf_counter()
-        try:
-            yield from original(self, *a, **k)
-        finally:
-            times.append(time.perf_counter() - t0)
-
-    JudgeEngine.iter_batches = iter_batches  # type: ignore[method-assign]
-    try:
-        yield
-    finally:
-        JudgeEngine.iter_batches = original  # type: ignore[method-assign]
-
-
-class BatchPath:
-    """judge-score on the items the server answered, through ``judge.api.score_files`` in this process
-    (what the command runs, without its process start); see the module doc for what is timed.
-    ``benchmark``: the rubric's name, which the server gives items that do not name one (files must)."""
-
-    def __init__(self, args: argparse.Namespace, wl: Workload, benchmark: str, work: Path):
-        import torch
-
-        if args.threads:
-            torch.set_num_threads(args.threads)
-        self.args, self.wl, self.benchmark, self.work = args, wl, benchmark, work
-        self.path = wl.demo_dir / "load_items.jsonl"
-        self.items = 0
-        self.runs: list[dict[str, Any]] = []
-        self.options = dict(
-            judge=args.judge,
-            rubric=args.rubric,
-            device=args.device,
-            dtype=args.dtype,
-            batch_tokens=args.max_batch_tokens,
-            batch_size=args.batch_size,
-            overwrite=True,
-            progress=False,
-        )
-
-    def prepare(self, ids: set[str]) -> None:
-        """Write the items (same ids and content; images as files) and score 8 of them once, untimed."""
-        from judge.api import score_files
-
-        items = [{**it, "benchmark": self.benchmark} for it in self.wl.items_path if it["id"] in ids]
-        self.path.write_text("".join(json.dumps(it) + "\n" for it in items), encoding="utf-8")
-        warm = self.wl.demo_dir / "warmup_items.jsonl"
-        warm.write_text("".join(json.dumps(it) + "\n" for it in items[:8]), encoding="utf-8")
-        score_files(inputs=[str(warm)], out=str(self.work / "warmup"), **self.options)
-        self.items = len(items)
-
-    def run(self) -> dict[str, Any]:
-        from judge.api import score_files
-
-        times: list[float] = []
-        load0 = os.getloadavg()[0]
-        cpu0 = time.process_time()
-        t0 = time.perf_counter()
-        with timed_judge_loop(times):
-            res = score_files(inputs=[str(self.path)], out=str(self.work / "score"), **self.options)
-        total = time.perf_counter() - t0
-        cpu = time.process_time() - cpu0
-        if res.items_scored != self.items or len(times) != 1:
-            raise RuntimeError(f"judge-score scored {res.items_scored} of {self.items} items")
-        run = {
-            "items": self.items,
-            "judge_seconds": times[0],
-            "call_seconds": total,
-            "items_per_s": self.items / times[0],
-            "cpu_seconds": cpu,
-            "load_average_before": load0,
-            "load_average_after": os.getloadavg()[0],
-        }
-        self.runs.append(run)
-        print(
-            f"judge-score run {len(self.runs)}: {self.items} items, judge loop {times[0]:.2f} s",
-            file=sys.stderr,
-        )
-        return run
-
-    def scores(self) -> dict[tuple[str, str], float | None]:
-        """The last run's judge scores by (id, criterion)."""
-        out: dict[tuple[str, str], float | None] = {}
-        for line in (self.work / "score" / "scores.jsonl").read_text(encoding="utf-8").splitlines():
-            rec = json.loads(line)
-            if rec.get("metric") == "judge":
-                out[(rec["id"], rec.get("criterion") or "")] = rec.get("score")
-        return out
-
-    def summary(self) -> dict[str, Any]:
-        judge_s = statistics.median(r["judge_seconds"] for r in self.runs)
-        call_s = statistics.median(r["call_seconds"] for r in self.runs)
-        cpu_s = statistics.median(r["cpu_seconds"] for r in self.runs)
-        return {
-            "items": self.items,
-            "judge_seconds": judge_s,
-            "call_seconds": call_s,
-            "items_per_s": self.items / judge_s,
-            "items_per_s_whole_call": self.items / call_s,
-            "cpu_seconds_per_item": cpu_s / self.items,
-            "runs": self.runs,
-            "timed": "judge_seconds: the judge loop of judge.api.score_files (JudgeEngine.iter_batches from the "
-            "first item encoded to the last batch appended to scores.jsonl and fsync-ed: images opened, prompts "
-            "encoded, forward passes, records built and written); not timed: process start, imports, a warm-up "
-            "call on 8 items, loading the model, reading the JSONL, the summary. call_seconds: the whole "
-            "score_files call (model load included). Medians over runs",
-        }
-
-
-def agreement(server: list[tuple[tuple[str, str], float | None]], batch: dict) -> dict[str, Any]:
-    """How far the server's scores (every answer of every phase) are from judge-score's."""
-    diffs = [abs(v - batch[k]) for k, v in server if k in batch and v is not None and batch[k] is not None]
-    return {
-        "pairs": sum(1 for k, _ in server if k in batch),
-        "missing_in_judge_score": sum(1 for k, _ in server if k not in batch),
-        "null_mismatch": sum(1 for k, v in server if k in batch and (v is None) != (batch[k] is None)),
-        "max_abs_diff": max(diffs) if diffs else None,
-    }
-
-
 # ----------------------------------------------------------------------------- report
-
-
-def machine(device: str) -> dict[str, Any]:
-    import torch
-
-    gpu = torch.cuda.get_device_name(torch.device(device)) if device.startswith("cuda") else None
-    return bs.machine_facts(device, None, gpu)
-
-
-def _f(x: Any, spec: str) -> str:
-    return "-" if x is None else format(x, spec)
 
 
 def print_table(result: dict[str, Any]) -> None:
@@ -677,22 +90,22 @@ def print_table(result: dict[str, Any]) -> None:
         lat = p["latency_s"]
         print(
             f"| {k + 1} | {p['requests_sent']} | {p['ok_items']} | {p['seconds']:.2f} | "
-            f"{_f(p['requests_per_s'], '.2f')} | {_f(p['items_per_s'], '.2f')} | {_f(lat['p50'], '.3f')} | "
-            f"{_f(lat['p95'], '.3f')} | {_f(lat['p99'], '.3f')} | {_f(b['items_per_round_mean'], '.2f')} | "
-            f"{_f(b['model_seconds_fraction_of_wall'], '.0%')} |"
+            f"{bc.fmt(p['requests_per_s'], '.2f')} | {bc.fmt(p['items_per_s'], '.2f')} | {bc.fmt(lat['p50'], '.3f')} | "
+            f"{bc.fmt(lat['p95'], '.3f')} | {bc.fmt(lat['p99'], '.3f')} | {bc.fmt(b['items_per_round_mean'], '.2f')} | "
+            f"{bc.fmt(b['model_seconds_fraction_of_wall'], '.0%')} |"
         )
     lat = s["latency_s"]
     print(
-        f"| all | {s['requests_sent']} | {s['ok_items']} | - | {_f(s['requests_per_s'], '.2f')} (median) | "
-        f"{_f(s['items_per_s'], '.2f')} (median) | {_f(lat['p50'], '.3f')} | {_f(lat['p95'], '.3f')} | "
-        f"{_f(lat['p99'], '.3f')} | - | - |"
+        f"| all | {s['requests_sent']} | {s['ok_items']} | - | {bc.fmt(s['requests_per_s'], '.2f')} (median) | "
+        f"{bc.fmt(s['items_per_s'], '.2f')} (median) | {bc.fmt(lat['p50'], '.3f')} | {bc.fmt(lat['p95'], '.3f')} | "
+        f"{bc.fmt(lat['p99'], '.3f')} | - | - |"
     )
     status = ", ".join(f"{k}: {v}" for k, v in s["by_status"].items()) or "none"
     print(
         f"responses by status: {status}; 5xx: {s['status_5xx']}; unanswered: {s['unanswered']}; "
         f"not sent (time bound): {s['requests_not_sent']}; errors: {s['errors_total']}"
     )
-    by_items = [f"{k}: {_f(v['p50'], '.3f')} s" for k, v in s["latency_s_by_items"].items() if v["count"]]
+    by_items = [f"{k}: {bc.fmt(v['p50'], '.3f')} s" for k, v in s["latency_s_by_items"].items() if v["count"]]
     print("latency p50 by items per request: " + ", ".join(by_items))
     cpu = result.get("cpu_seconds_per_item") or {}
     js = result.get("judge_score")
@@ -701,8 +114,8 @@ def print_table(result: dict[str, Any]) -> None:
         print("|---|---|---|---|---|")
         print(
             f"| judge-serve, load phase | {s['per_phase'][0]['ok_items']} | "
-            f"{statistics.median(p['seconds'] for p in s['per_phase']):.2f} | {_f(s['items_per_s'], '.2f')} | "
-            f"{_f(cpu.get('server'), '.4f')} server + {_f(cpu.get('client'), '.4f')} client |"
+            f"{statistics.median(p['seconds'] for p in s['per_phase']):.2f} | {bc.fmt(s['items_per_s'], '.2f')} | "
+            f"{bc.fmt(cpu.get('server'), '.4f')} server + {bc.fmt(cpu.get('client'), '.4f')} client |"
         )
         print(
             f"| judge-score, judge loop | {js['items']} | {js['judge_seconds']:.2f} | {js['items_per_s']:.2f} | "
@@ -715,16 +128,16 @@ def print_table(result: dict[str, Any]) -> None:
         g = result["goals"]
         r = result.get("ratios") or {}
         print(
-            f"server / judge-score items/s: {_f(result['ratio_server_over_judge_score'], '.2f')} (median of the "
+            f"server / judge-score items/s: {bc.fmt(result['ratio_server_over_judge_score'], '.2f')} (median of the "
             f"paired repeats: {', '.join(format(x, '.2f') for x in r.get('paired', []))}; goal >= "
             f"{g['server_over_judge_score_min']:.2f}: {'met' if g['throughput_met'] else 'MISSED'}); ratio of "
-            f"medians {_f(r.get('of_medians'), '.2f')}; CPU seconds per item, judge-score / server: "
-            f"{_f(r.get('cpu_efficiency'), '.2f')}"
+            f"medians {bc.fmt(r.get('of_medians'), '.2f')}; CPU seconds per item, judge-score / server: "
+            f"{bc.fmt(r.get('cpu_efficiency'), '.2f')}"
         )
         a = result.get("agreement")
         if a:
             print(
-                f"scores, server vs judge-score: {a['pairs']} pairs, max |diff| {_f(a['max_abs_diff'], '.2e')}"
+                f"scores, server vs judge-score: {a['pairs']} pairs, max |diff| {bc.fmt(a['max_abs_diff'], '.2e')}"
             )
     for e in s["errors"][:5]:
         print(f"error: {e}")
@@ -895,7 +308,7 @@ def load_phase(
     server_cpu0 = server.cpu_seconds() if server else None
     cpu0 = time.process_time()
     outcomes, seconds = asyncio.run(
-        _load(url, wl, args.concurrency, args.max_seconds, args.request_timeout, headers)
+        run_load(url, wl, args.concurrency, args.max_seconds, args.request_timeout, headers)
     )
     client_cpu = time.process_time() - cpu0
     server_cpu1 = server.cpu_seconds() if server else None
@@ -1007,11 +420,11 @@ def main(argv: list[str] | None = None) -> int:
         server_cpu = [p["cpu"]["server"] for p in phases]
         result: dict[str, Any] = {
             "benchmark": "judge-serve load test on loopback, beside judge-score on the same items",
-            "command": "python scripts/load_test.py" + (" " + shlex.join(argv) if argv else ""),
-            "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            "device": machine(bs.resolve_device(args.device)),
-            "versions": _versions(),
-            "git_commit": _git_commit(),
+            "command": bc.command_line("load_test.py", argv),
+            "date": bc.run_date(),
+            "device": bc.machine(bc.resolve_device(args.device)),
+            "versions": bc.serving_versions(),
+            "git_commit": bc.git_commit(),
             "settings": {
                 "judge": args.judge if args.start_server or args.compare else None,
                 "rubric": args.rubric,
@@ -1106,7 +519,7 @@ def main(argv: list[str] | None = None) -> int:
             else REPO
             / "benchmarks"
             / "results"
-            / f"load_test_{bs.device_tag(result['device']['type'], result['device']['name'])}.json"
+            / f"load_test_{bc.device_tag(result['device']['type'], result['device']['name'])}.json"
         )
         from judge.core.atomic import write_json
 
@@ -1116,25 +529,6 @@ def main(argv: list[str] | None = None) -> int:
     for f in failures:
         print(f"FAILED: {f}", file=sys.stderr)
     return 1 if failures else 0
-
-
-def _versions() -> dict[str, Any]:
-    """bench_score's versions, and the server's stack."""
-    import importlib.metadata as md
-
-    v = bs.versions()
-    for pkg in ("fastapi", "uvicorn", "httpx", "starlette", "pydantic"):
-        try:
-            v[pkg] = md.version(pkg)
-        except md.PackageNotFoundError:
-            pass
-    return v
-
-
-def _git_commit() -> str | None:
-    from judge.models.card import git_commit
-
-    return git_commit(REPO)
 
 
 if __name__ == "__main__":
