@@ -51,6 +51,34 @@ def small_demo(tmp_path_factory):
     return generate_demo(tmp_path_factory.mktemp("demo"), n_questions=12, seed=0)
 
 
+@pytest.fixture(scope="session")
+def qlora_run(small_demo, tmp_path_factory):
+    """(output folder, TrainResult) of one short QLoRA training (4-bit base, LoRA, 3 steps, every criterion)
+    on the small demo set: trained once per test run for the tests that need a QLoRA judge
+    (test_train_run, test_score_identity); shared, so tests must not modify it."""
+    from judge.train import train_judge
+
+    out = tmp_path_factory.mktemp("qlora")
+    result = train_judge(
+        "demo",
+        overrides={
+            "data.annotations": [str(small_demo)],
+            "data.criteria": "all",  # demo.yaml trains the overall score only; the users score every one
+            "output_dir": str(out),
+            "quantization": "4bit",
+            "train.finetune": "lora",
+            "train.max_steps": 3,
+            "train.per_device_train_batch_size": 4,
+            "train.logging_steps": 1,
+            "train.warmup_steps": 0,
+            "train.learning_rate": 1e-2,
+            "eval.strategy": "no",
+            "eval.at_start": False,
+        },
+    )
+    return out, result
+
+
 @pytest.fixture(scope="module")
 def one_thread():
     """One intra-op torch thread while a module runs (use with ``pytestmark``): on cores shared with other

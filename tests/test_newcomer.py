@@ -4,6 +4,7 @@ the shipped benchmark samples. (Every ``--help`` example runs: test_help_example
 
 from __future__ import annotations
 
+import functools
 import importlib
 import json
 import os
@@ -31,6 +32,7 @@ MODULES = {
 }
 
 
+@functools.cache  # one process per help text and width (the 100-column and the config-name tests share one)
 def _help(module: str, *args: str, columns: int = 250) -> str:
     out = subprocess.run(
         [sys.executable, "-m", module, *args, "--help"], capture_output=True, text=True, timeout=300,

@@ -144,26 +144,10 @@ def test_summary_covers_exactly_the_items_of_its_run(tmp_path, inputs):
 
 
 @pytest.fixture(scope="module")
-def qlora_judge(small_demo, tmp_path_factory) -> Path:
-    from judge.train import train_judge
-
-    out = tmp_path_factory.mktemp("qlora")
-    train_judge(
-        "demo",
-        overrides={
-            "data.annotations": [str(small_demo)],
-            "data.criteria": "all",  # scored on every criterion below (demo.yaml trains overall only)
-            "output_dir": str(out),
-            "quantization": "4bit",
-            "train.finetune": "lora",
-            "train.max_steps": 3,
-            "train.per_device_train_batch_size": 4,
-            "train.learning_rate": 1e-2,
-            "eval.strategy": "no",
-            "eval.at_start": False,
-        },
-    )
-    return out / "judge"
+def qlora_judge(qlora_run) -> Path:
+    return (
+        qlora_run[0] / "judge"
+    )  # trained once per test run (conftest.py), as test_train_run's QLoRA test reads it
 
 
 def test_a_qlora_judge_is_scored_on_its_4bit_base(qlora_judge, inputs, tmp_path, capsys):

@@ -278,21 +278,9 @@ def test_two_process_ddp(small_demo, tmp_path, rubric):
         assert single[k] == pytest.approx(v, abs=1e-4), k
 
 
-def test_qlora_4bit_trains_on_cpu(small_demo, tmp_path):
-    result = train_judge(
-        "demo",
-        overrides=_overrides(
-            small_demo,
-            tmp_path,
-            {
-                "quantization": "4bit",
-                "train.finetune": "lora",
-                "train.max_steps": 3,
-                "eval.strategy": "no",
-                "train.learning_rate": 1e-3,
-            },
-        ),
-    )
+def test_qlora_4bit_trains_on_cpu(qlora_run):
+    # The session's QLoRA run (conftest.py: 3 steps, LoRA on a 4-bit base), which test_score_identity scores.
+    tmp_path, result = qlora_run
     assert result.steps == 3
     state = json.loads(
         sorted((tmp_path / "checkpoints").glob("checkpoint-*/trainer_state.json"))[-1].read_text()
