@@ -352,3 +352,37 @@ def test_real_sampling_keeps_todays_refusal(client, options):
     with pytest.raises(openai.UnprocessableEntityError) as e:
         client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "hi"}], **options)  # type: ignore[arg-type]
     assert e.value.code == "sampling_not_supported"
+
+
+# ----------------------------------------------------------------------------- attacks (red-team review)
+
+
+def _laughs(k: int, n: int) -> dict:
+    """A few KB of schema that expands to k**n nodes: n levels of $defs, k required properties each
+    pointing at the next level."""
+    defs: dict = {f"L{n}": {"type": "string"}}
+    for i in range(n):
+        nxt = {"$ref": f"#/$defs/L{i + 1}"}
+        defs[f"L{i}"] = {"type": "object", "properties": {f"p{j}": nxt for j in range(k)},
+                         "required": [f"p{j}" for j in range(k)]}  # fmt: skip
+    props = {"score": {"type": "number"}, "x": {"$ref": "#/$defs/L0"}}
+    return {"type": "object", "$defs": defs, "properties": props, "required": ["score", "x"]}
+
+
+@pytest.mark.parametrize("where", ["response_format", "tools"])
+def test_a_schema_expanding_past_the_node_budget_is_a_422(client, where):
+    """B2: the budget counts the schema as filled (each $ref followed), not only as written."""
+    schema = _laughs(4, 10)
+    assert len(json.dumps(schema)) < 5000
+    with pytest.raises(openai.UnprocessableEntityError) as e:
+        if where == "tools":
+            tool = {"type": "function", "function": {"name": "g", "parameters": schema}}
+            client.chat.completions.create(
+                model=MODEL, messages=own_prompt(), tools=[tool], tool_choice="required"
+            )  # type: ignore[arg-type,list-item]
+        else:
+            ask_schema(client, own_prompt(), schema, strict=False)
+    assert f"expands past {MAX_NODES} nodes" in e.value.message
+    # a small expansion of the same shape is still filled
+    out = ask_schema(client, own_prompt(), _laughs(2, 3), strict=False)
+    assert out["x"]["p1"]["p0"]["p1"].startswith("Learned judge's reading")

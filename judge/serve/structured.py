@@ -22,8 +22,10 @@ the expected score, the scale, the most likely score and its probability, the pr
 ``const`` properties get their constant, ``null`` ones null, arrays ``[]`` and objects are filled the same
 way. Properties that are not required and not strings or the score are left out. What cannot be met
 (a string ``pattern``, which is not run, a second number, bounds the value falls outside) is a
-422 naming the property. A schema is bounded (:data:`MAX_NODES`, :data:`MAX_DEPTH`); local ``$ref``s
-(``#/$defs/...``, ``#/definitions/...``) are followed, anything else is a 422.
+422 naming the property. A schema is bounded (:data:`MAX_NODES`, :data:`MAX_DEPTH`) as written and as
+filled: each ``$ref`` followed and each node filled counts against one budget of :data:`MAX_NODES` per fill
+(a few KB of nested ``$defs`` could otherwise expand to millions of nodes), checked once before anything is
+scored; local ``$ref``s (``#/$defs/...``, ``#/definitions/...``) are followed, anything else is a 422.
 """
 
 from __future__ import annotations
@@ -38,7 +40,8 @@ from judge.serve.protocols.base import Reading
 from judge.serve.protocols.scales import PASS, binary, integer_scale, nearest_choice, point
 from judge.serve.service import RequestError
 
-#: Most nodes (objects, arrays, values) a client's schema may have, and how deep it may nest.
+#: Most nodes (objects, arrays, values) a client's schema may have, and how deep it may nest; MAX_NODES
+#: also bounds one fill (each ``$ref`` followed and each node filled counts once).
 MAX_NODES = 2000
 MAX_DEPTH = 32
 
@@ -82,6 +85,42 @@ def check_schema(schema: Any, where: str) -> None:
     top = _resolve(schema, schema, where)
     if top.get("type", "object") != "object" or not isinstance(top.get("properties"), Mapping):
         raise _error(where, "must be an object schema (`type: object`) with `properties`")
+    _expansion(schema, top, where)
+
+
+class _Budget:
+    """The nodes one fill may still visit: each ``$ref`` followed and each node filled counts once."""
+
+    def __init__(self, where: str) -> None:
+        self.left, self.where = MAX_NODES, where
+
+    def spend(self) -> None:
+        self.left -= 1
+        if self.left < 0:
+            raise _error(
+                self.where,
+                f"expands past {MAX_NODES} nodes once its `$ref`s are followed: at most {MAX_NODES} nodes "
+                "after expansion",
+                code="schema_too_large",
+            )
+
+
+def _expansion(schema: Mapping[str, Any], top: Mapping[str, Any], where: str) -> None:
+    """Walk what :func:`fill` would fill, with a statement of no text, so that a schema expanding past the
+    budget is refused before anything is scored; what else the walk finds is :func:`fill`'s to say."""
+    budget = _Budget(where)
+    required = top["required"] if isinstance(top.get("required"), list) else []
+    for key, sub in top["properties"].items():
+        at = f"{where}.properties.{key}"
+        try:
+            node = _resolve(sub, schema, at, budget)
+            if _kind(node)[0] in ("number", "integer", "boolean", "labels"):
+                continue
+            if key in required or _kind(node)[0] == "string":
+                _plain(node, "", schema, at, 0, budget)
+        except RequestError as e:
+            if e.code == "schema_too_large":
+                raise
 
 
 def _bounded(schema: Any, where: str) -> None:
@@ -97,10 +136,14 @@ def _bounded(schema: Any, where: str) -> None:
             stack.extend((v, depth + 1) for v in node)
 
 
-def _resolve(node: Any, root: Mapping[str, Any], where: str) -> Mapping[str, Any]:
+def _resolve(
+    node: Any, root: Mapping[str, Any], where: str, budget: _Budget | None = None
+) -> Mapping[str, Any]:
     """``node`` with local ``$ref``s followed (a chain at most :data:`MAX_DEPTH` long) and a one-branch
-    ``allOf`` opened (what pydantic writes for a described model field)."""
+    ``allOf`` opened (what pydantic writes for a described model field); each step spends ``budget``."""
     for _ in range(MAX_DEPTH):
+        if budget is not None:
+            budget.spend()
         if not isinstance(node, Mapping):
             raise _error(where, f"is not a schema object (got {type(node).__name__})")
         ref = node.get("$ref")
@@ -167,7 +210,8 @@ def fill(schema: Mapping[str, Any], judge: Mapping[str, Any] | None, where: str)
         )
     props: Mapping[str, Any] = top["properties"]
     required: list[Any] = top["required"] if isinstance(top.get("required"), list) else []
-    nodes = {str(k): _resolve(v, schema, f"{where}.properties.{k}") for k, v in props.items()}
+    budget = _Budget(where)
+    nodes = {str(k): _resolve(v, schema, f"{where}.properties.{k}", budget) for k, v in props.items()}
     candidates = [k for k, n in nodes.items() if _kind(n)[0] in ("number", "integer", "boolean", "labels")]
     if len(candidates) != 1:
         named = ", ".join(repr(k) for k in candidates) or "none"
@@ -185,7 +229,7 @@ def fill(schema: Mapping[str, Any], judge: Mapping[str, Any] | None, where: str)
         if key == candidates[0]:
             out[key] = _score(node, judge, reading, at)
         elif key in required or _kind(node)[0] == "string":
-            out[key] = _plain(node, statement, schema, at, 0)
+            out[key] = _plain(node, statement, schema, at, 0, budget)
     return out
 
 
@@ -281,8 +325,11 @@ def _number(v: Any) -> float | None:
     return None
 
 
-def _plain(node: Mapping[str, Any], statement: str, root: Mapping[str, Any], at: str, depth: int) -> Any:
+def _plain(
+    node: Mapping[str, Any], statement: str, root: Mapping[str, Any], at: str, depth: int, budget: _Budget
+) -> Any:
     """A property that is not the score: a string says the statement, the rest their emptiest valid value."""
+    budget.spend()
     kind, values = _kind(node)
     if kind == "const":
         return (values or [None])[0]
@@ -305,9 +352,9 @@ def _plain(node: Mapping[str, Any], statement: str, root: Mapping[str, Any], at:
         out = {}
         for key, sub in props.items():
             sub_at = f"{at}.properties.{key}"
-            resolved = _resolve(sub, root, sub_at)
+            resolved = _resolve(sub, root, sub_at, budget)
             if key in required or _kind(resolved)[0] == "string":
-                out[str(key)] = _plain(resolved, statement, root, sub_at, depth + 1)
+                out[str(key)] = _plain(resolved, statement, root, sub_at, depth + 1, budget)
         return out
     raise _error(
         at,
