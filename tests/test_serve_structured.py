@@ -386,3 +386,63 @@ def test_a_schema_expanding_past_the_node_budget_is_a_422(client, where):
     # a small expansion of the same shape is still filled
     out = ask_schema(client, own_prompt(), _laughs(2, 3), strict=False)
     assert out["x"]["p1"]["p0"]["p1"].startswith("Learned judge's reading")
+
+
+BIG = "1" + "0" * 400  # an integer literal past a float's range
+
+
+def _raw(server, body: str) -> httpx.Response:
+    return httpx.post(server.url + "/v1/chat/completions", content=body.encode(),
+                      headers={"Content-Type": "application/json"}, timeout=60)  # fmt: skip
+
+
+def _rf(schema: str) -> str:
+    own = json.dumps(own_prompt())
+    return f'{{"model":"{MODEL}","messages":{own},"response_format":{{"type":"json_schema","json_schema":{{"name":"x","schema":{schema}}}}}}}'
+
+
+def _tool(params: str, stream: bool = False) -> str:
+    own = json.dumps(own_prompt())
+    return (f'{{"model":"{MODEL}","stream":{json.dumps(stream)},"messages":{own},"tools":[{{"type":"function",'
+            f'"function":{{"name":"g","parameters":{params}}}}}],"tool_choice":"required"}}')  # fmt: skip
+
+
+_SCORE = '{"type":"object","properties":{"s":{"type":"number","minimum":0,"maximum":%s}},"required":["s"]}'
+
+
+@pytest.mark.parametrize(
+    ("body", "said"),
+    [
+        (_rf('{"$ref":"#/x","x":5}'), "points at a int"),
+        (_tool('{"$ref":"#/x","x":5}', stream=True), "points at a int"),
+        (_rf(_SCORE % BIG), "has `maximum`"),
+        (_tool(_SCORE.replace("0,", f"-{BIG},") % BIG, stream=True), "has `minimum`"),
+        (_rf(_SCORE % "1e400"), "has `maximum`"),
+        (_tool(_SCORE % "1e400"), "has `maximum`"),
+        (_rf('{"type":"object","properties":{"s":{"type":"number"},"c":{"const":1e400}},"required":["s","c"]}'),
+         "not finite"),
+        (_rf('{"type":"object","properties":{"s":{"type":"number","minimum":-1e308,"maximum":1e308}}}'),
+         "too far apart"),
+        (f'{{"model":"{MODEL}","messages":{json.dumps(own_prompt())},"temperature":{BIG}}}',
+         "`temperature` must be a finite number"),
+        (f'{{"model":"{MODEL}","messages":{json.dumps(own_prompt())},"top_p":{BIG}}}',
+         "`top_p` must be a finite number"),
+    ],
+    ids=["ref-to-int", "ref-to-int-tools-stream", "max-10e400", "min-10e400-tools-stream", "max-1e400",
+         "max-1e400-tools", "const-1e400", "span-overflows", "temperature-10e400", "top-p-10e400"],
+)  # fmt: skip
+def test_numbers_past_a_float_and_refs_to_values_are_a_422(server, body, said):
+    """B3/B4: each was a 500 (TypeError, OverflowError) or a 200 holding `Infinity`, which is not JSON."""
+    r = _raw(server, body)
+    assert r.status_code == 422, r.text
+    assert said in r.json()["error"]["message"]
+
+
+def test_a_system_text_nested_past_the_decoder_is_no_schema(server):
+    """B3: json_object with 3000 '[' after '{"properties": ' in a system message was a RecursionError (500);
+    it is read as no schema (the conversation is then answered as any other json_object request)."""
+    messages = [{"role": "system", "content": '{"properties": ' + "[" * 3000}, *own_prompt()]
+    body = {"model": MODEL, "messages": messages, "response_format": {"type": "json_object"}}
+    r = httpx.post(server.url + "/v1/chat/completions", json=body, timeout=60)
+    assert r.status_code == 200, r.text
+    assert set(json.loads(r.json()["choices"][0]["message"]["content"])) == {"score"}

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from judge.serve.service import RequestError
-from judge.serve.structured import check_schema, fill, prompt_schema
+from judge.serve.structured import check_schema, dumps, fill, prompt_schema
 
 
 def refuse_unhonoured(body: Mapping[str, Any]) -> None:
@@ -42,7 +42,7 @@ def refuse_unhonoured(body: Mapping[str, Any]) -> None:
             raise RequestError(f"`{name}` must be a number (got {value!r})", param=name)
         if value != 0:
             raise RequestError(
-                f"`{name}` {value:g} is not supported: decoding is plain greedy argmax; send 0 or leave it out",
+                f"`{name}` {str(value)[:40]} is not supported: decoding is plain greedy argmax; send 0 or leave it out",
                 param=name,
             )
     stream_options(body)  # checked here too: a non-streamed request may not carry it
@@ -100,7 +100,7 @@ def formatted(fmt: ResponseFormat, content: str, judge: Mapping[str, Any] | None
         if json_reply:
             return content
         if scored and fmt.schema is not None:
-            return json.dumps(fill(fmt.schema, judge, fmt.where))
+            return dumps(fill(fmt.schema, judge, fmt.where), fmt.where)
         if scored and judge is not None and "protocol" not in judge:
             return json.dumps({"score": judge["expected"]})
         why = "only the judge's own prompt or a tool's prompt answered in JSON can be given as a JSON object"
@@ -111,7 +111,7 @@ def formatted(fmt: ResponseFormat, content: str, judge: Mapping[str, Any] | None
         if json_reply and set(required if isinstance(required, list) else props) <= set(json.loads(content)):
             return content  # the tool's JSON answer has the schema's properties already
         if judge is not None:  # a tool's prompt that scored nothing is refused by fill, saying so
-            return json.dumps(fill(fmt.schema, judge, fmt.where))
+            return dumps(fill(fmt.schema, judge, fmt.where), fmt.where)
         why = "the reply is generated text, which is not held to a schema"
     raise RequestError(
         f"`response_format` {fmt.kind}: {why}. Generated text is not held to a format: send response_format "

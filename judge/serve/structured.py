@@ -131,9 +131,27 @@ def _bounded(schema: Any, where: str) -> None:
         if nodes > MAX_NODES or depth > MAX_DEPTH:
             raise _error(where, f"is too large: at most {MAX_NODES} nodes, nested at most {MAX_DEPTH} deep")
         if isinstance(node, Mapping):
+            for name in _BOUNDS:  # checked before anything is scored
+                if isinstance(node.get(name), (int, float)) and not isinstance(node[name], bool):
+                    _finite(node[name], where, name)
             stack.extend((v, depth + 1) for v in node.values())
         elif isinstance(node, list):
             stack.extend((v, depth + 1) for v in node)
+
+
+#: Numeric keywords a schema's bounds are written with: each must be a finite number.
+_BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf")
+
+
+def dumps(filled: Any, where: str) -> str:
+    """A filled object as JSON text, strict (RFC 8259: no ``Infinity`` or ``NaN``, which strict parsers
+    refuse); a 422 naming ``where`` for a non-finite number (a ``const`` written ``1e400``)."""
+    try:
+        return json.dumps(filled, allow_nan=False)
+    except ValueError:
+        raise _error(
+            where, "asks for a number that is not finite (a value written 1e400 is infinity)"
+        ) from None
 
 
 def _resolve(
@@ -158,6 +176,10 @@ def _resolve(
                         where, f"`$ref` {ref!r} cannot be resolved: no such definition in the schema"
                     )
                 target = target[key]
+            if not isinstance(target, Mapping):
+                raise _error(
+                    where, f"`$ref` {ref!r} points at a {type(target).__name__}, not a schema object"
+                )
             node = {**target, **{k: v for k, v in node.items() if k != "$ref"}}
             continue
         all_of = node.get("allOf")
@@ -264,9 +286,14 @@ def _score(node: Mapping[str, Any], judge: Mapping[str, Any], reading: Reading, 
         return binary(reading)
     if kind == "labels":
         return _label(labels or [], reading, at)
+    for name in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
+        if name in node:
+            _finite(node[name], at, name)
     lo, hi = node.get("minimum"), node.get("maximum")
     bounded = all(isinstance(b, (int, float)) and not isinstance(b, bool) for b in (lo, hi))
     if bounded and lo < hi:  # type: ignore[operator]
+        if not math.isfinite(float(hi) - float(lo)):  # type: ignore[arg-type]
+            raise _error(at, f"has bounds {lo} and {hi} too far apart to place a score between them")
         if kind == "integer":
             value: float = integer_scale(reading, math.ceil(lo), math.floor(hi))  # type: ignore[arg-type]
         else:
@@ -312,17 +339,23 @@ def _label(labels: Sequence[Any], reading: Reading, at: str) -> Any:
 
 
 def _number(v: Any) -> float | None:
-    if isinstance(v, bool):
+    """``v`` as a finite float (a number or a number written as text), else None."""
+    if isinstance(v, bool) or not isinstance(v, (int, float, str)):
         return None
-    if isinstance(v, (int, float)):
-        return float(v)
-    if isinstance(v, str):
-        try:
-            x = float(v)
-        except ValueError:
-            return None
-        return x if math.isfinite(x) else None
-    return None
+    try:
+        x = float(v)
+    except (ValueError, OverflowError):  # not a number; an integer past a float's range
+        return None
+    return x if math.isfinite(x) else None
+
+
+def _finite(v: Any, at: str, name: str) -> float:
+    """A schema's bound as a finite float, else a 422 (``1e400`` is read as infinity, ``10**400`` is past a
+    float's range: a score placed against either is no JSON number)."""
+    x = _number(v) if not isinstance(v, str) else None
+    if x is None:
+        raise _error(at, f"has `{name}` {str(v)[:40]!r}, which must be a finite number")
+    return x
 
 
 def _plain(
@@ -394,7 +427,7 @@ def prompt_schema(system: str) -> dict[str, Any] | None:
             break
         try:
             obj, _end = decoder.raw_decode(system, start)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested past the decoder's stack: no schema
             obj = None
         if isinstance(obj, dict) and isinstance(obj.get("properties"), dict):
             return obj
@@ -417,6 +450,7 @@ __all__ = [
     "MAX_NODES",
     "SCORE_NAMES",
     "check_schema",
+    "dumps",
     "fill",
     "prompt_schema",
 ]
