@@ -446,3 +446,55 @@ def test_a_system_text_nested_past_the_decoder_is_no_schema(server):
     r = httpx.post(server.url + "/v1/chat/completions", json=body, timeout=60)
     assert r.status_code == 200, r.text
     assert set(json.loads(r.json()["choices"][0]["message"]["content"])) == {"score"}
+
+
+def _lmms(items: str) -> list[dict]:
+    """lmms-eval's rubric prompt (evaluate_with_rubric), whose answer is the tool's own JSON."""
+    text = (f"Evaluate the following response according to the given rubric.\n\nQuestion: {QUESTION}\n\n"
+            f"Response: {GOOD}\n\nRubric:\n{items}\n\nProvide a JSON response with scores for each rubric item.")  # fmt: skip
+    return [{"role": "user", "content": text}]
+
+
+_OBJ = {"type": "object", "required": ["score"]}
+
+
+@pytest.mark.parametrize(
+    ("schema", "said"),
+    [
+        ({"type": "object", "properties": {"score": {"type": "number"}}, "required": ["score", "reason"]},
+         "absent from `properties`"),
+        ({**_OBJ, "properties": {"score": {"type": "number", "minimum": 0, "maximum": 10, "multipleOf": 1}}},
+         "`multipleOf`"),
+        ({**_OBJ, "properties": {"score": {"type": "integer", "enum": [1.5, 2.5]}}}, "`type`"),
+        ({**_OBJ, "properties": {"score": {"type": "number"}, "m": {"type": "object", "minProperties": 1}},
+          "required": ["score", "m"]}, "`minProperties`"),
+        ({**_OBJ, "properties": {"score": {"type": "number"}}, "minProperties": 2}, "`minProperties`"),
+        ({**_OBJ, "properties": {"score": {"type": "number"}, "r": {"type": "string", "not": {"type": "string"}}},
+          "required": ["score", "r"]}, "`not`"),
+        ({**_OBJ, "properties": {"score": {"type": "number"}, "r": {"type": "string", "pattern": "^(a+)+$"}}},
+         "regular expression is not run"),
+    ],
+    ids=["required-absent", "multipleOf", "integer-enum-of-halves", "nested-minProperties", "minProperties",
+         "not", "pattern"],
+)  # fmt: skip
+def test_an_answer_invalid_against_the_schema_is_a_422_naming_the_keyword(client, schema, said):
+    """B5: each was a 200 whose content the client's own schema refuses."""
+    with pytest.raises(openai.UnprocessableEntityError) as e:
+        ask_schema(client, own_prompt(), schema, strict=False)
+    assert said in e.value.message
+
+
+@pytest.mark.parametrize(
+    "accuracy",
+    [{"type": "integer", "minimum": 0, "maximum": 1}, {"type": "string", "enum": ["bad", "good"]}],
+    ids=["integer-0-1", "label-enum"],
+)
+def test_a_tools_json_answer_off_the_schema_is_filled_from_the_reading(client, reading, accuracy):
+    """B5: lmms-eval's rubric answer ({"accuracy": 6.x on 1-10}) was passed through unchanged against a
+    schema saying 0..1 or an enum; now the schema is filled from the judge's reading instead."""
+    schema = {"type": "object", "properties": {"accuracy": accuracy}, "required": ["accuracy"]}
+    out = ask_schema(client, _lmms("- accuracy: 1-10"), schema, strict=False)  # validated inside
+    if accuracy["type"] == "integer":
+        assert out["accuracy"] == scales.integer_scale(unit(reading), 0, 1)
+    else:
+        assert out["accuracy"] == ("good" if scales.binary(unit(reading)) else "bad")

@@ -36,6 +36,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from judge.serve import schema_valid
 from judge.serve.protocols.base import Reading
 from judge.serve.protocols.scales import PASS, binary, integer_scale, nearest_choice, point
 from judge.serve.service import RequestError
@@ -85,7 +86,15 @@ def check_schema(schema: Any, where: str) -> None:
     top = _resolve(schema, schema, where)
     if top.get("type", "object") != "object" or not isinstance(top.get("properties"), Mapping):
         raise _error(where, "must be an object schema (`type: object`) with `properties`")
+    required = top.get("required")
+    if isinstance(required, list):
+        absent = [r for r in required if r not in top["properties"]]
+        if absent:
+            raise _error(
+                where, f"has `required` {absent!r} absent from `properties`: no answer can hold them"
+            )
     _expansion(schema, top, where)
+    schema_valid.check(schema, where)
 
 
 class _Budget:
@@ -252,6 +261,7 @@ def fill(schema: Mapping[str, Any], judge: Mapping[str, Any] | None, where: str)
             out[key] = _score(node, judge, reading, at)
         elif key in required or _kind(node)[0] == "string":
             out[key] = _plain(node, statement, schema, at, 0, budget)
+    schema_valid.validate(out, schema, where)  # what the keywords filled here do not cover
     return out
 
 
