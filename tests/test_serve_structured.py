@@ -352,3 +352,149 @@ def test_real_sampling_keeps_todays_refusal(client, options):
     with pytest.raises(openai.UnprocessableEntityError) as e:
         client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "hi"}], **options)  # type: ignore[arg-type]
     assert e.value.code == "sampling_not_supported"
+
+
+# ----------------------------------------------------------------------------- attacks (red-team review)
+
+
+def _laughs(k: int, n: int) -> dict:
+    """A few KB of schema that expands to k**n nodes: n levels of $defs, k required properties each
+    pointing at the next level."""
+    defs: dict = {f"L{n}": {"type": "string"}}
+    for i in range(n):
+        nxt = {"$ref": f"#/$defs/L{i + 1}"}
+        defs[f"L{i}"] = {"type": "object", "properties": {f"p{j}": nxt for j in range(k)},
+                         "required": [f"p{j}" for j in range(k)]}  # fmt: skip
+    props = {"score": {"type": "number"}, "x": {"$ref": "#/$defs/L0"}}
+    return {"type": "object", "$defs": defs, "properties": props, "required": ["score", "x"]}
+
+
+@pytest.mark.parametrize("where", ["response_format", "tools"])
+def test_a_schema_expanding_past_the_node_budget_is_a_422(client, where):
+    """B2: the budget counts the schema as filled (each $ref followed), not only as written."""
+    schema = _laughs(4, 10)
+    assert len(json.dumps(schema)) < 5000
+    with pytest.raises(openai.UnprocessableEntityError) as e:
+        if where == "tools":
+            tool = {"type": "function", "function": {"name": "g", "parameters": schema}}
+            client.chat.completions.create(
+                model=MODEL, messages=own_prompt(), tools=[tool], tool_choice="required"
+            )  # type: ignore[arg-type,list-item]
+        else:
+            ask_schema(client, own_prompt(), schema, strict=False)
+    assert f"expands past {MAX_NODES} nodes" in e.value.message
+    # a small expansion of the same shape is still filled
+    out = ask_schema(client, own_prompt(), _laughs(2, 3), strict=False)
+    assert out["x"]["p1"]["p0"]["p1"].startswith("Learned judge's reading")
+
+
+BIG = "1" + "0" * 400  # an integer literal past a float's range
+
+
+def _raw(server, body: str) -> httpx.Response:
+    return httpx.post(server.url + "/v1/chat/completions", content=body.encode(),
+                      headers={"Content-Type": "application/json"}, timeout=60)  # fmt: skip
+
+
+def _rf(schema: str) -> str:
+    own = json.dumps(own_prompt())
+    return f'{{"model":"{MODEL}","messages":{own},"response_format":{{"type":"json_schema","json_schema":{{"name":"x","schema":{schema}}}}}}}'
+
+
+def _tool(params: str, stream: bool = False) -> str:
+    own = json.dumps(own_prompt())
+    return (f'{{"model":"{MODEL}","stream":{json.dumps(stream)},"messages":{own},"tools":[{{"type":"function",'
+            f'"function":{{"name":"g","parameters":{params}}}}}],"tool_choice":"required"}}')  # fmt: skip
+
+
+_SCORE = '{"type":"object","properties":{"s":{"type":"number","minimum":0,"maximum":%s}},"required":["s"]}'
+
+
+@pytest.mark.parametrize(
+    ("body", "said"),
+    [
+        (_rf('{"$ref":"#/x","x":5}'), "points at a int"),
+        (_tool('{"$ref":"#/x","x":5}', stream=True), "points at a int"),
+        (_rf(_SCORE % BIG), "has `maximum`"),
+        (_tool(_SCORE.replace("0,", f"-{BIG},") % BIG, stream=True), "has `minimum`"),
+        (_rf(_SCORE % "1e400"), "has `maximum`"),
+        (_tool(_SCORE % "1e400"), "has `maximum`"),
+        (_rf('{"type":"object","properties":{"s":{"type":"number"},"c":{"const":1e400}},"required":["s","c"]}'),
+         "not finite"),
+        (_rf('{"type":"object","properties":{"s":{"type":"number","minimum":-1e308,"maximum":1e308}}}'),
+         "too far apart"),
+        (f'{{"model":"{MODEL}","messages":{json.dumps(own_prompt())},"temperature":{BIG}}}',
+         "`temperature` must be a finite number"),
+        (f'{{"model":"{MODEL}","messages":{json.dumps(own_prompt())},"top_p":{BIG}}}',
+         "`top_p` must be a finite number"),
+    ],
+    ids=["ref-to-int", "ref-to-int-tools-stream", "max-10e400", "min-10e400-tools-stream", "max-1e400",
+         "max-1e400-tools", "const-1e400", "span-overflows", "temperature-10e400", "top-p-10e400"],
+)  # fmt: skip
+def test_numbers_past_a_float_and_refs_to_values_are_a_422(server, body, said):
+    """B3/B4: each was a 500 (TypeError, OverflowError) or a 200 holding `Infinity`, which is not JSON."""
+    r = _raw(server, body)
+    assert r.status_code == 422, r.text
+    assert said in r.json()["error"]["message"]
+
+
+def test_a_system_text_nested_past_the_decoder_is_no_schema(server):
+    """B3: json_object with 3000 '[' after '{"properties": ' in a system message was a RecursionError (500);
+    it is read as no schema (the conversation is then answered as any other json_object request)."""
+    messages = [{"role": "system", "content": '{"properties": ' + "[" * 3000}, *own_prompt()]
+    body = {"model": MODEL, "messages": messages, "response_format": {"type": "json_object"}}
+    r = httpx.post(server.url + "/v1/chat/completions", json=body, timeout=60)
+    assert r.status_code == 200, r.text
+    assert set(json.loads(r.json()["choices"][0]["message"]["content"])) == {"score"}
+
+
+def _lmms(items: str) -> list[dict]:
+    """lmms-eval's rubric prompt (evaluate_with_rubric), whose answer is the tool's own JSON."""
+    text = (f"Evaluate the following response according to the given rubric.\n\nQuestion: {QUESTION}\n\n"
+            f"Response: {GOOD}\n\nRubric:\n{items}\n\nProvide a JSON response with scores for each rubric item.")  # fmt: skip
+    return [{"role": "user", "content": text}]
+
+
+_OBJ = {"type": "object", "required": ["score"]}
+
+
+@pytest.mark.parametrize(
+    ("schema", "said"),
+    [
+        ({"type": "object", "properties": {"score": {"type": "number"}}, "required": ["score", "reason"]},
+         "absent from `properties`"),
+        ({**_OBJ, "properties": {"score": {"type": "number", "minimum": 0, "maximum": 10, "multipleOf": 1}}},
+         "`multipleOf`"),
+        ({**_OBJ, "properties": {"score": {"type": "integer", "enum": [1.5, 2.5]}}}, "`type`"),
+        ({**_OBJ, "properties": {"score": {"type": "number"}, "m": {"type": "object", "minProperties": 1}},
+          "required": ["score", "m"]}, "`minProperties`"),
+        ({**_OBJ, "properties": {"score": {"type": "number"}}, "minProperties": 2}, "`minProperties`"),
+        ({**_OBJ, "properties": {"score": {"type": "number"}, "r": {"type": "string", "not": {"type": "string"}}},
+          "required": ["score", "r"]}, "`not`"),
+        ({**_OBJ, "properties": {"score": {"type": "number"}, "r": {"type": "string", "pattern": "^(a+)+$"}}},
+         "regular expression is not run"),
+    ],
+    ids=["required-absent", "multipleOf", "integer-enum-of-halves", "nested-minProperties", "minProperties",
+         "not", "pattern"],
+)  # fmt: skip
+def test_an_answer_invalid_against_the_schema_is_a_422_naming_the_keyword(client, schema, said):
+    """B5: each was a 200 whose content the client's own schema refuses."""
+    with pytest.raises(openai.UnprocessableEntityError) as e:
+        ask_schema(client, own_prompt(), schema, strict=False)
+    assert said in e.value.message
+
+
+@pytest.mark.parametrize(
+    "accuracy",
+    [{"type": "integer", "minimum": 0, "maximum": 1}, {"type": "string", "enum": ["bad", "good"]}],
+    ids=["integer-0-1", "label-enum"],
+)
+def test_a_tools_json_answer_off_the_schema_is_filled_from_the_reading(client, reading, accuracy):
+    """B5: lmms-eval's rubric answer ({"accuracy": 6.x on 1-10}) was passed through unchanged against a
+    schema saying 0..1 or an enum; now the schema is filled from the judge's reading instead."""
+    schema = {"type": "object", "properties": {"accuracy": accuracy}, "required": ["accuracy"]}
+    out = ask_schema(client, _lmms("- accuracy: 1-10"), schema, strict=False)  # validated inside
+    if accuracy["type"] == "integer":
+        assert out["accuracy"] == scales.integer_scale(unit(reading), 0, 1)
+    else:
+        assert out["accuracy"] == ("good" if scales.binary(unit(reading)) else "bad")

@@ -232,9 +232,13 @@ def optional_number(body: Mapping[str, Any], name: str) -> float | None:
     v = body.get(name)
     if v is None:
         return None
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-        raise RequestError(f"`{name}` must be a number (got {v!r})")
-    return float(v)
+    try:  # an integer past a float's range raises OverflowError
+        x = float(v) if not isinstance(v, bool) and isinstance(v, (int, float)) else math.nan
+    except OverflowError:
+        x = math.nan
+    if not math.isfinite(x):
+        raise RequestError(f"`{name}` must be a finite number (got {str(v)[:40]!r})", param=name)
+    return x
 
 
 def optional_int(

@@ -20,8 +20,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from judge.serve import schema_valid
 from judge.serve.service import RequestError
-from judge.serve.structured import check_schema, fill, prompt_schema
+from judge.serve.structured import check_schema, dumps, fill, prompt_schema
 
 
 def refuse_unhonoured(body: Mapping[str, Any]) -> None:
@@ -42,7 +43,7 @@ def refuse_unhonoured(body: Mapping[str, Any]) -> None:
             raise RequestError(f"`{name}` must be a number (got {value!r})", param=name)
         if value != 0:
             raise RequestError(
-                f"`{name}` {value:g} is not supported: decoding is plain greedy argmax; send 0 or leave it out",
+                f"`{name}` {str(value)[:40]} is not supported: decoding is plain greedy argmax; send 0 or leave it out",
                 param=name,
             )
     stream_options(body)  # checked here too: a non-streamed request may not carry it
@@ -100,18 +101,16 @@ def formatted(fmt: ResponseFormat, content: str, judge: Mapping[str, Any] | None
         if json_reply:
             return content
         if scored and fmt.schema is not None:
-            return json.dumps(fill(fmt.schema, judge, fmt.where))
+            return dumps(fill(fmt.schema, judge, fmt.where), fmt.where)
         if scored and judge is not None and "protocol" not in judge:
             return json.dumps({"score": judge["expected"]})
         why = "only the judge's own prompt or a tool's prompt answered in JSON can be given as a JSON object"
     else:
         assert fmt.schema is not None
-        props = dict(fmt.schema.get("properties") or {})
-        required = fmt.schema.get("required")
-        if json_reply and set(required if isinstance(required, list) else props) <= set(json.loads(content)):
-            return content  # the tool's JSON answer has the schema's properties already
+        if json_reply and _valid(json.loads(content), fmt.schema):
+            return content  # the tool's JSON answer is valid against the schema already
         if judge is not None:  # a tool's prompt that scored nothing is refused by fill, saying so
-            return json.dumps(fill(fmt.schema, judge, fmt.where))
+            return dumps(fill(fmt.schema, judge, fmt.where), fmt.where)
         why = "the reply is generated text, which is not held to a schema"
     raise RequestError(
         f"`response_format` {fmt.kind}: {why}. Generated text is not held to a format: send response_format "
@@ -119,6 +118,16 @@ def formatted(fmt: ResponseFormat, content: str, judge: Mapping[str, Any] | None
         param="response_format",
         code="format_not_supported",
     )
+
+
+def _valid(answer: Any, schema: Mapping[str, Any]) -> bool:
+    """Whether a tool's JSON answer is valid against the client's schema; when not, the schema is filled
+    from the judge's reading instead (a rubric answer of 6 against `integer 0..1` is off the client's scale)."""
+    try:
+        schema_valid.validate(answer, schema, SCHEMA_FIELD)
+    except RequestError:
+        return False
+    return True
 
 
 def _system_texts(messages: Any) -> list[tuple[int, str]]:

@@ -22,8 +22,10 @@ the expected score, the scale, the most likely score and its probability, the pr
 ``const`` properties get their constant, ``null`` ones null, arrays ``[]`` and objects are filled the same
 way. Properties that are not required and not strings or the score are left out. What cannot be met
 (a string ``pattern``, which is not run, a second number, bounds the value falls outside) is a
-422 naming the property. A schema is bounded (:data:`MAX_NODES`, :data:`MAX_DEPTH`); local ``$ref``s
-(``#/$defs/...``, ``#/definitions/...``) are followed, anything else is a 422.
+422 naming the property. A schema is bounded (:data:`MAX_NODES`, :data:`MAX_DEPTH`) as written and as
+filled: each ``$ref`` followed and each node filled counts against one budget of :data:`MAX_NODES` per fill
+(a few KB of nested ``$defs`` could otherwise expand to millions of nodes), checked once before anything is
+scored; local ``$ref``s (``#/$defs/...``, ``#/definitions/...``) are followed, anything else is a 422.
 """
 
 from __future__ import annotations
@@ -34,11 +36,13 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from judge.serve import schema_valid
 from judge.serve.protocols.base import Reading
 from judge.serve.protocols.scales import PASS, binary, integer_scale, nearest_choice, point
 from judge.serve.service import RequestError
 
-#: Most nodes (objects, arrays, values) a client's schema may have, and how deep it may nest.
+#: Most nodes (objects, arrays, values) a client's schema may have, and how deep it may nest; MAX_NODES
+#: also bounds one fill (each ``$ref`` followed and each node filled counts once).
 MAX_NODES = 2000
 MAX_DEPTH = 32
 
@@ -82,6 +86,50 @@ def check_schema(schema: Any, where: str) -> None:
     top = _resolve(schema, schema, where)
     if top.get("type", "object") != "object" or not isinstance(top.get("properties"), Mapping):
         raise _error(where, "must be an object schema (`type: object`) with `properties`")
+    required = top.get("required")
+    if isinstance(required, list):
+        absent = [r for r in required if r not in top["properties"]]
+        if absent:
+            raise _error(
+                where, f"has `required` {absent!r} absent from `properties`: no answer can hold them"
+            )
+    _expansion(schema, top, where)
+    schema_valid.check(schema, where)
+
+
+class _Budget:
+    """The nodes one fill may still visit: each ``$ref`` followed and each node filled counts once."""
+
+    def __init__(self, where: str) -> None:
+        self.left, self.where = MAX_NODES, where
+
+    def spend(self) -> None:
+        self.left -= 1
+        if self.left < 0:
+            raise _error(
+                self.where,
+                f"expands past {MAX_NODES} nodes once its `$ref`s are followed: at most {MAX_NODES} nodes "
+                "after expansion",
+                code="schema_too_large",
+            )
+
+
+def _expansion(schema: Mapping[str, Any], top: Mapping[str, Any], where: str) -> None:
+    """Walk what :func:`fill` would fill, with a statement of no text, so that a schema expanding past the
+    budget is refused before anything is scored; what else the walk finds is :func:`fill`'s to say."""
+    budget = _Budget(where)
+    required = top["required"] if isinstance(top.get("required"), list) else []
+    for key, sub in top["properties"].items():
+        at = f"{where}.properties.{key}"
+        try:
+            node = _resolve(sub, schema, at, budget)
+            if _kind(node)[0] in ("number", "integer", "boolean", "labels"):
+                continue
+            if key in required or _kind(node)[0] == "string":
+                _plain(node, "", schema, at, 0, budget)
+        except RequestError as e:
+            if e.code == "schema_too_large":
+                raise
 
 
 def _bounded(schema: Any, where: str) -> None:
@@ -92,15 +140,37 @@ def _bounded(schema: Any, where: str) -> None:
         if nodes > MAX_NODES or depth > MAX_DEPTH:
             raise _error(where, f"is too large: at most {MAX_NODES} nodes, nested at most {MAX_DEPTH} deep")
         if isinstance(node, Mapping):
+            for name in _BOUNDS:  # checked before anything is scored
+                if isinstance(node.get(name), (int, float)) and not isinstance(node[name], bool):
+                    _finite(node[name], where, name)
             stack.extend((v, depth + 1) for v in node.values())
         elif isinstance(node, list):
             stack.extend((v, depth + 1) for v in node)
 
 
-def _resolve(node: Any, root: Mapping[str, Any], where: str) -> Mapping[str, Any]:
+#: Numeric keywords a schema's bounds are written with: each must be a finite number.
+_BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf")
+
+
+def dumps(filled: Any, where: str) -> str:
+    """A filled object as JSON text, strict (RFC 8259: no ``Infinity`` or ``NaN``, which strict parsers
+    refuse); a 422 naming ``where`` for a non-finite number (a ``const`` written ``1e400``)."""
+    try:
+        return json.dumps(filled, allow_nan=False)
+    except ValueError:
+        raise _error(
+            where, "asks for a number that is not finite (a value written 1e400 is infinity)"
+        ) from None
+
+
+def _resolve(
+    node: Any, root: Mapping[str, Any], where: str, budget: _Budget | None = None
+) -> Mapping[str, Any]:
     """``node`` with local ``$ref``s followed (a chain at most :data:`MAX_DEPTH` long) and a one-branch
-    ``allOf`` opened (what pydantic writes for a described model field)."""
+    ``allOf`` opened (what pydantic writes for a described model field); each step spends ``budget``."""
     for _ in range(MAX_DEPTH):
+        if budget is not None:
+            budget.spend()
         if not isinstance(node, Mapping):
             raise _error(where, f"is not a schema object (got {type(node).__name__})")
         ref = node.get("$ref")
@@ -115,6 +185,10 @@ def _resolve(node: Any, root: Mapping[str, Any], where: str) -> Mapping[str, Any
                         where, f"`$ref` {ref!r} cannot be resolved: no such definition in the schema"
                     )
                 target = target[key]
+            if not isinstance(target, Mapping):
+                raise _error(
+                    where, f"`$ref` {ref!r} points at a {type(target).__name__}, not a schema object"
+                )
             node = {**target, **{k: v for k, v in node.items() if k != "$ref"}}
             continue
         all_of = node.get("allOf")
@@ -167,7 +241,8 @@ def fill(schema: Mapping[str, Any], judge: Mapping[str, Any] | None, where: str)
         )
     props: Mapping[str, Any] = top["properties"]
     required: list[Any] = top["required"] if isinstance(top.get("required"), list) else []
-    nodes = {str(k): _resolve(v, schema, f"{where}.properties.{k}") for k, v in props.items()}
+    budget = _Budget(where)
+    nodes = {str(k): _resolve(v, schema, f"{where}.properties.{k}", budget) for k, v in props.items()}
     candidates = [k for k, n in nodes.items() if _kind(n)[0] in ("number", "integer", "boolean", "labels")]
     if len(candidates) != 1:
         named = ", ".join(repr(k) for k in candidates) or "none"
@@ -185,7 +260,8 @@ def fill(schema: Mapping[str, Any], judge: Mapping[str, Any] | None, where: str)
         if key == candidates[0]:
             out[key] = _score(node, judge, reading, at)
         elif key in required or _kind(node)[0] == "string":
-            out[key] = _plain(node, statement, schema, at, 0)
+            out[key] = _plain(node, statement, schema, at, 0, budget)
+    schema_valid.validate(out, schema, where)  # what the keywords filled here do not cover
     return out
 
 
@@ -220,9 +296,14 @@ def _score(node: Mapping[str, Any], judge: Mapping[str, Any], reading: Reading, 
         return binary(reading)
     if kind == "labels":
         return _label(labels or [], reading, at)
+    for name in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
+        if name in node:
+            _finite(node[name], at, name)
     lo, hi = node.get("minimum"), node.get("maximum")
     bounded = all(isinstance(b, (int, float)) and not isinstance(b, bool) for b in (lo, hi))
     if bounded and lo < hi:  # type: ignore[operator]
+        if not math.isfinite(float(hi) - float(lo)):  # type: ignore[arg-type]
+            raise _error(at, f"has bounds {lo} and {hi} too far apart to place a score between them")
         if kind == "integer":
             value: float = integer_scale(reading, math.ceil(lo), math.floor(hi))  # type: ignore[arg-type]
         else:
@@ -268,21 +349,30 @@ def _label(labels: Sequence[Any], reading: Reading, at: str) -> Any:
 
 
 def _number(v: Any) -> float | None:
-    if isinstance(v, bool):
+    """``v`` as a finite float (a number or a number written as text), else None."""
+    if isinstance(v, bool) or not isinstance(v, (int, float, str)):
         return None
-    if isinstance(v, (int, float)):
-        return float(v)
-    if isinstance(v, str):
-        try:
-            x = float(v)
-        except ValueError:
-            return None
-        return x if math.isfinite(x) else None
-    return None
+    try:
+        x = float(v)
+    except (ValueError, OverflowError):  # not a number; an integer past a float's range
+        return None
+    return x if math.isfinite(x) else None
 
 
-def _plain(node: Mapping[str, Any], statement: str, root: Mapping[str, Any], at: str, depth: int) -> Any:
+def _finite(v: Any, at: str, name: str) -> float:
+    """A schema's bound as a finite float, else a 422 (``1e400`` is read as infinity, ``10**400`` is past a
+    float's range: a score placed against either is no JSON number)."""
+    x = _number(v) if not isinstance(v, str) else None
+    if x is None:
+        raise _error(at, f"has `{name}` {str(v)[:40]!r}, which must be a finite number")
+    return x
+
+
+def _plain(
+    node: Mapping[str, Any], statement: str, root: Mapping[str, Any], at: str, depth: int, budget: _Budget
+) -> Any:
     """A property that is not the score: a string says the statement, the rest their emptiest valid value."""
+    budget.spend()
     kind, values = _kind(node)
     if kind == "const":
         return (values or [None])[0]
@@ -305,9 +395,9 @@ def _plain(node: Mapping[str, Any], statement: str, root: Mapping[str, Any], at:
         out = {}
         for key, sub in props.items():
             sub_at = f"{at}.properties.{key}"
-            resolved = _resolve(sub, root, sub_at)
+            resolved = _resolve(sub, root, sub_at, budget)
             if key in required or _kind(resolved)[0] == "string":
-                out[str(key)] = _plain(resolved, statement, root, sub_at, depth + 1)
+                out[str(key)] = _plain(resolved, statement, root, sub_at, depth + 1, budget)
         return out
     raise _error(
         at,
@@ -347,7 +437,7 @@ def prompt_schema(system: str) -> dict[str, Any] | None:
             break
         try:
             obj, _end = decoder.raw_decode(system, start)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested past the decoder's stack: no schema
             obj = None
         if isinstance(obj, dict) and isinstance(obj.get("properties"), dict):
             return obj
@@ -370,6 +460,7 @@ __all__ = [
     "MAX_NODES",
     "SCORE_NAMES",
     "check_schema",
+    "dumps",
     "fill",
     "prompt_schema",
 ]

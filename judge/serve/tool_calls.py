@@ -18,14 +18,13 @@ conversation that is not scored (generated text calls no tools).
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from judge.serve.service import RequestError
-from judge.serve.structured import check_schema, fill
+from judge.serve.structured import check_schema, dumps, fill
 
 _ACCEPTED = (
     "this server answers a forced call of one function with the judge's reading in its arguments: send "
@@ -44,7 +43,7 @@ class ForcedCall:
 
     def arguments(self, judge: Mapping[str, Any] | None) -> str:
         """The call's ``arguments`` (JSON text): the parameters schema filled from the reply's ``judge``."""
-        return json.dumps(fill(self.parameters, judge, self.where))
+        return dumps(fill(self.parameters, judge, self.where), self.where)
 
     def refuse_generated(self) -> None:
         """A forced call on a conversation that is not scored: generated text calls no tools."""
