@@ -92,7 +92,9 @@ def test_another_report_or_audit_gives_another_verdict(view_run, tmp_path):
 @pytest.fixture(scope="module")
 def calibrated_run(view_run, tmp_path_factory, rubric, small_demo):
     """The run's score folder, its run.json naming a judge folder that judge-calibrate --selective calibrated
-    on the run's own scores (the seeded tiny model is the folder's weights, as judge-score scored with)."""
+    (the seeded tiny model is the folder's weights, as judge-score scored with). judge-calibrate scores the
+    labels with the folder itself: the run's scores name the judge `tiny`, another judge by its fingerprint,
+    and a calibration is fitted only on the judge's own scores."""
     from judge.cli.calibrate import main as calibrate_main
     from judge.models.card import CardRubric, JudgeCard, read_card, write_card
     from judge.models.loading import save_tiny_scorer
@@ -106,8 +108,8 @@ def calibrated_run(view_run, tmp_path_factory, rubric, small_demo):
     )  # fmt: skip
     write_card(judge, card)
     score, rep, audit = view_run
-    code = calibrate_main(["--judge", str(judge), "--human", str(small_demo), "--scores", str(score / "scores.jsonl"),
-                           "--min-items", "20", "--selective", "--no-progress"])  # fmt: skip
+    code = calibrate_main(["--judge", str(judge), "--human", str(small_demo), "--min-items", "20", "--selective",
+                           "--no-progress", "--device", "cpu"])  # fmt: skip
     assert code == 0
     copy = root / "score"
     shutil.copytree(score, copy)
