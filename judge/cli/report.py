@@ -6,7 +6,15 @@ import argparse
 import sys
 import time
 
-from judge.cli._common import Parser, add_settings, fail, flags_in_warnings, settings_from
+from judge.cli._common import (
+    Parser,
+    add_settings,
+    fail,
+    flag_names,
+    flags_in_warnings,
+    settings_from,
+    with_flags,
+)
 from judge.cli._logging import setup_logging
 from judge.core.errors import JudgeError
 from judge.eval.config import ReportConfig
@@ -79,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     checks = format_calibration_summary(data.calibration, data.ppi, data.selective)
     if checks:
         print("\nCalibration on held-out items, and prediction-powered means:")
-        print("\n".join(checks))
+        print(with_flags("\n".join(checks), flag_names(parser)))
     if data.warnings:
         print("\nwarnings:")
         for w in data.warnings:

@@ -161,6 +161,15 @@ class AnnotationRecord(StrictModel):
                 raise ValueError(f"annotator {annotator!r} gives no scores")
         return v
 
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_prediction_benchmark(cls, v: Any) -> Any:
+        # A label is a prediction line (as `judge-data sample` writes it) with `scores` added: its
+        # `benchmark` is accepted and dropped, not refused as an unknown field.
+        if isinstance(v, dict) and "benchmark" in v and isinstance(v["benchmark"], str):
+            return {k: x for k, x in v.items() if k != "benchmark"}
+        return v
+
     @field_validator("rationale", mode="before")
     @classmethod
     def _rationale_shorthand(cls, v: Any) -> Any:

@@ -212,12 +212,12 @@ def load_human(
     Each file resolves its images from ``root``, else its own folder (a ``judge-data build`` split file
     keeps its images beside it, under ``splits/images``).
     """
-    from judge.core.io import load_annotations
+    from judge.core.io import load_labels_checked
 
     records: list[AnnotationRecord] = []
     first: dict[tuple[str, str], str] = {}  # (model, id) -> the file it came from
     for p in paths:
-        recs = load_annotations(p, rubric=rubric, root=root, check_images=check_images).records
+        recs = load_labels_checked(p, rubric=rubric, root=root, check_images=check_images)
         for r in recs:
             if (r.model, r.id) in first:
                 raise JudgeError(

@@ -4,6 +4,7 @@ means (:mod:`judge.eval.ppi_check`); and what ``judge-report`` prints of them.""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from judge.core.tables import text_table
@@ -322,6 +323,9 @@ def format_calibration_summary(
             f"{fmt_ci(sel.agreement_trusted)} on them, {fmt_ci(sel.agreement_all)} on all"
         )
     for p in ppi:
+        if p.n_intervals == 0 and p.min_labels and p.n_labelled < p.min_labels:
+            lines.append(_ppi_too_few(p))
+            continue
         lines.append(
             f"  {p.scorer}, PPI with {p.fraction:.0%} of the questions labelled, over {p.draws} draws: "
             f"{_share(p.ppi_coverage, p.ppi_coverage_se)} of {p.n_intervals} PPI intervals cover the model's "
@@ -330,6 +334,19 @@ def format_calibration_summary(
             f"(human-only {_share(p.win_human_coverage)})"
         )
     return lines
+
+
+def _ppi_too_few(p: PPICheck) -> str:
+    """The PPI check's line when no draw had the labels an estimate needs: why, and what would give one
+    (settings in backticks: the command names them by its flags)."""
+    assert p.min_labels is not None
+    need = math.ceil(p.min_labels / p.fraction)
+    return (
+        f"  {p.scorer}, PPI with {p.fraction:.0%} of the questions labelled, over {p.draws} draws: no "
+        f"estimate: a draw labels {p.n_labelled} of the {p.n_questions or '–'} labelled questions, fewer than "
+        f"the {p.min_labels} an estimate needs (`min_labels`); the check needs {need} labelled questions at "
+        f"this `ppi_fraction` (or a larger `ppi_fraction`)"
+    )
 
 
 def _v(x: Interval | None) -> float | None:
