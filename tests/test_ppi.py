@@ -325,6 +325,28 @@ def test_means_and_win_rates_stay_in_their_range_and_the_outputs_say_when_a_boun
         assert any(r["note"].startswith("bounded to its range") for r in csv.DictReader(f))
 
 
+def test_the_consoles_bounded_mark_has_its_legend_beside_it():
+    """judge-score's console leaderboard prints the mark of a bounded estimate with what it means (the legend
+    was only in summary.md); judge-view's board caption carries the same legend."""
+    from judge.scoring.leaderboard_files import BOUNDED_LEGEND, board_table
+    from judge.scoring.summary import render_console
+
+    def marked(board):
+        return any("†" in str(x) for row in board_table(board)[1] for x in row)
+
+    records, labels = next(
+        (r, lab) for seed in range(25) for r, lab in [three_model_board(seed)]
+        if any(marked(b) for b in build_leaderboard(r, resamples=30, labels=lab, scale=(0, 6),
+                                                     min_labels=2)["boards"] if b["group"] == "all")
+    )  # fmt: skip
+    summary = build_summary(
+        records, scale=(0, 6), run={}, leaderboard_resamples=30, labels=labels, min_labels=2
+    )
+    console = render_console(summary)
+    assert "†" in console
+    assert BOUNDED_LEGEND in console and BOUNDED_LEGEND.startswith("† an end of the interval")
+
+
 def test_summary_files_carry_the_three_estimates(tmp_path):
     records, labels = board_data()
     summary = build_summary(records, scale=(0, 6), run={}, leaderboard_resamples=100, labels=labels)

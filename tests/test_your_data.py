@@ -301,3 +301,24 @@ def test_the_ppi_check_with_too_few_labels_says_why_on_the_console(tmp_path, cap
     assert "of 0 PPI intervals" not in line, line
     assert "no estimate: a draw labels 1 of the 4 labelled questions, fewer than the 10 an estimate needs " \
            "(--min-labels); the check needs 50 labelled questions at this --ppi-fraction" in line, line  # fmt: skip
+
+
+def test_the_reports_small_sample_mark_has_its_legend_and_one_meaning(tmp_path, capsys):
+    """judge-report's console main table marks values on fewer than 30 items with † and prints what † means
+    under it; in report.md the PPI check marks an estimate moved into its range with ‡, not † (which means
+    'fewer than 30' in a report)."""
+    from judge.eval.report_build import SMALL_LEGEND
+
+    preds = _predictions(4)
+    scores = _hand_scores(tmp_path / "scores.jsonl", preds)
+    labels = _write(tmp_path / "labels.jsonl", _labels(preds, "prediction"))
+    code = report_main(["--human", str(labels), "--scores", f"judge={scores}", "--out", str(tmp_path / "rep"),
+                        "--bootstrap", "50", "--ppi-draws", "20", "--min-labels", "2"])  # fmt: skip
+    assert code == 0, capsys.readouterr().err
+    out = capsys.readouterr().out
+    table = out.split("Main table", 1)[1].split("\n\n", 2)[1]
+    assert "†" in table
+    assert SMALL_LEGEND in out and SMALL_LEGEND.startswith("† marks a value computed on fewer than 30")
+    md = (tmp_path / "rep" / "report.md").read_text()
+    assert "moved into their range (marked ‡; † in this report marks fewer than 30 items or questions)" in md
+    assert "(†)" not in md

@@ -47,6 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     try:
         from judge.eval.report import format_main_table, run_report
+        from judge.eval.report_build import SMALL_LEGEND
         from judge.eval.report_calibration import format_calibration_summary, format_mmie_table
 
         with flags_in_warnings(parser):
@@ -58,7 +59,10 @@ def main(argv: list[str] | None = None) -> int:
         f"\nMain table ({data.main_slice.title}; 95% intervals from {data.settings.bootstrap} resamples "
         "of questions):\n"
     )
-    print(format_main_table(data))
+    table = format_main_table(data)
+    print(table)
+    if "†" in table:  # the mark explained where it shows
+        print(SMALL_LEGEND)
     for sc in data.scorers:
         if (lab := sc.coverage.labels) is not None:
             print(

@@ -45,6 +45,11 @@ from judge.eval.stats import point_metrics
 
 #: Below this many items (or questions) an interval is flagged as too rough to lean on.
 SMALL_N = 30
+#: What the mark of a small-sample value means in a report (wherever a report's table is shown).
+SMALL_LEGEND = (
+    f"† marks a value computed on fewer than {SMALL_N} items or questions: its interval is too wide, and too "
+    "unstable, to mean much."
+)
 
 
 DEFINITIONS = [
@@ -93,8 +98,7 @@ DEFINITIONS = [
     "0; per responding model the offset mean(scorer - human) and the offset relative to the median offset over "
     "models, flagged when that interval excludes 0 (rubric-scale scorers only); Kendall tau-b between the "
     "models ranked by mean scorer score and by mean human score.",
-    f"† marks a value computed on fewer than {SMALL_N} items or questions: its interval is too wide, and too "
-    "unstable, to mean much.",
+    SMALL_LEGEND,
 ]
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from judge.core.tables import text_table
 from judge.eval.document import Doc, fmt, fmt_ci, pct
+from judge.eval.report_build import SMALL_N
 from judge.eval.report_data import (
     CalibrationCheck,
     Interval,
@@ -278,14 +279,15 @@ def ppi_section(d: Doc, data: ReportData) -> None:
             f"contain the all-human mean (human-only: {_share(c.human_coverage, c.human_coverage_se)}); mean width "
             f"{fmt(c.ppi_mean_width)} (human-only {fmt(c.human_mean_width)}). Win rates: {c.win_n_intervals} PPI "
             f"intervals, {_share(c.win_ppi_coverage, c.win_ppi_coverage_se)} cover (human-only "
-            f"{_share(c.win_human_coverage)}). {c.n_bounded} PPI estimates were moved into their range (†)."
+            f"{_share(c.win_human_coverage)}). {c.n_bounded} PPI estimates were moved into their range (marked ‡; † in "
+            f"this report marks fewer than {SMALL_N} items or questions)."
         )
 
 
 def _est(mean: float | None, ci: list[float] | None, bounded: list[str] | None = None) -> str:
     if mean is None:
         return "undefined"
-    return f"{mean:.3f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "") + (" †" if bounded else "")
+    return f"{mean:.3f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "") + (" ‡" if bounded else "")
 
 
 def _share(x: float | None, se: float | None = None) -> str:
