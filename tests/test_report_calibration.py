@@ -302,3 +302,44 @@ def test_report_gives_selective_evaluation_on_held_out_items(tmp_path, small_dem
     assert check.pairwise is not None and check.pairwise.n > 0
     md = (out / "report.md").read_text()
     assert "## Selective evaluation (held-out items)" in md
+
+
+def test_the_two_pairwise_agreements_state_their_tie_rule_and_count(tmp_path, small_demo, calibrated, capsys):
+    """A judge that ties every pair: the main table's pairwise accuracy counts each tie half (50%, its ties
+    said in the cell); selective evaluation's agreement on all pairs counts each as a disagreement (0%), and
+    report.md and judge-view's verdict say so with the count."""
+    from judge.models.selective import Selective, SelectiveRule, write_selective
+    from judge.view.verdict import RunFiles, selective_verdict
+
+    path, rows, fitted_on, records = calibrated
+    judge = tmp_path / "judge"
+    rule = SelectiveRule(threshold=0.6, n=10, n_trusted=5, agreement=1.0, p_value=0.01)
+    sel = Selective(agreement=0.9, delta=0.1, tolerance=1.0, confidence="mass", scale=list(range(7)),
+                    calibration="c", pointwise={"*": rule}, pairwise={"*": rule})  # fmt: skip
+    write_selective(judge, sel)
+    for x in rows:  # one distribution for every response: every pair is a tie for the judge
+        x.update(distribution=_dist(3.0), score=float(np.dot(_dist(3.0), np.arange(7))), trusted=False)
+        x["producer"] = {**x["producer"], "selective": sel.producer()}
+    marked = tmp_path / "tied.jsonl"
+    marked.write_text("".join(json.dumps(x) + "\n" for x in rows))
+    out = tmp_path / "rt"
+    assert main(["--human", str(small_demo), "--scores", f"cal={marked}", "--bootstrap", "50", "--out", str(out),
+                 "--ppi-draws", "0"]) == 0  # fmt: skip
+    printed = capsys.readouterr().out
+    report = load_report(out / "report.json")
+    pw_main = report.main_slice.scorers["cal"].pairwise
+    assert pw_main.accuracy == 0.5 and pw_main.n_scorer_ties == pw_main.n_pairs > 0
+    assert f"50% of {pw_main.n_pairs} ({pw_main.n_pairs} tied, half each)" in printed
+    (check,) = report.selective
+    pw = check.pairwise
+    assert pw is not None and pw.n_judge_ties == pw.n > 0 and pw.agreement_all.value == 0.0
+    md = (out / "report.md").read_text()
+    assert (
+        f"The judge ties {pw.n} of the {pw.n} pairs (no preference): each counts as a disagreement here, and "
+        "as half in the main table's pairwise accuracy." in md
+    )
+    files = RunFiles(report=json.loads((out / "report.json").read_text()))
+    verdict = selective_verdict(files, "cal")
+    assert verdict is not None
+    said = verdict.headline + " " + " ".join(verdict.details)
+    assert f"the judge ties {pw.n} of the {pw.n} pairs, each counted as a disagreement" in said

@@ -296,7 +296,7 @@ def _pairwise_check(
                 continue
             p = preference(a.record.distribution, b.record.distribution, values).p_first_better  # type: ignore[arg-type]
             judge_pref = 0 if p == 0.5 else (1 if p > 0.5 else -1)
-            rows.append((q, bool(sel.trusted_pair(crit, p)), judge_pref == h))
+            rows.append((q, bool(sel.trusted_pair(crit, p)), judge_pref == h, judge_pref == 0))
     if len(rows) < 2:
         return None
     clusters = [r[0] for r in rows]
@@ -308,6 +308,7 @@ def _pairwise_check(
         share_trusted=_ratio_interval(trusted, ones, plan, clusters),
         agreement_trusted=_ratio_interval(agree * trusted, trusted, plan, clusters),
         agreement_all=_ratio_interval(agree, ones, plan, clusters),
+        n_judge_ties=sum(r[3] for r in rows),
     )
 
 

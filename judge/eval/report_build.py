@@ -76,7 +76,8 @@ DEFINITIONS = [
     "same held-out items, the share of scores trusted and the agreement on them (the calibrated score within "
     "the thresholds' tolerance of the human mean score) beside the agreement on every score; pairwise, the "
     "pairs of responses to one question that the annotators' majority orders, the judge agreeing when its "
-    "preference from the calibrated distributions points the same way.",
+    "preference from the calibrated distributions points the same way (a pair it ties, no preference, counts as "
+    "a disagreement; the main table's pairwise accuracy counts it as half).",
     "Prediction-powered inference check (rubric-scale scorers, overall score): each of {draws} random draws "
     "resamples the questions with replacement (every response to a drawn question with it) and labels "
     "{fraction:.0%} of them (every model's response to each), as judge-data sample --by question does; per "

@@ -208,7 +208,9 @@ def selective_section(d: Doc, data: ReportData) -> None:
             d.p(
                 f"Pairwise, {pw.n} held-out pairs of responses to one question that the annotators order: "
                 f"{fmt_ci(pw.share_trusted)} trusted, agreement {fmt_ci(pw.agreement_trusted)} on them, "
-                f"{fmt_ci(pw.agreement_all)} on all pairs."
+                f"{fmt_ci(pw.agreement_all)} on all pairs. The judge ties {pw.n_judge_ties} of the {pw.n} "
+                "pairs (no preference): each counts as a disagreement here, and as half in the main table's "
+                "pairwise accuracy."
             )
 
 

@@ -348,6 +348,9 @@ class SelectivePairs(_Data):
     share_trusted: Interval
     agreement_trusted: Interval
     agreement_all: Interval
+    #: pairs the judge ties (preference exactly 1/2): counted as disagreements here (a tie is no preference,
+    #: never trusted); the main table's pairwise accuracy counts a tie as half
+    n_judge_ties: int = 0
 
 
 class SelectiveCheck(_Data):

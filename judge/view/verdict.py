@@ -351,6 +351,14 @@ def _rule_key(rules: dict[str, Any], criterion: str) -> str | None:
     return criterion if criterion in rules else "*" if "*" in rules else next(iter(rules), None)
 
 
+def _ties(pairs: dict[str, Any]) -> str:
+    """The tie rule of the selective pairwise agreement, with the count (the main table counts ties half)."""
+    return (
+        f"the judge ties {pairs['n_judge_ties']} of the {pairs['n']} pairs, each counted as a disagreement; "
+        "the report's main table counts a tie as half"
+    )
+
+
 def selective_verdict(files: RunFiles, scorer: str | None, criterion: str = OVERALL) -> Verdict | None:
     sel = files.selective
     if sel is not None and files.used.get("selective") is not None:
@@ -384,6 +392,8 @@ def selective_verdict(files: RunFiles, scorer: str | None, criterion: str = OVER
                 f"on the report's {on_test['n']} held-out {unit}: {_pct_iv(share)} trusted, agreement "
                 f"{_pct_iv(on_test['agreement_trusted'])} on them against {_pct_iv(on_test['agreement_all'])} on all"
             )
+            if kind == "pairwise" and on_test.get("n_judge_ties"):
+                test += f" ({_ties(on_test)})"
         if key is None:
             if on_test:
                 heads.append(f"{kind}: {_pct(on_test['share_trusted']['value'])} of {unit} trusted")
@@ -432,6 +442,7 @@ def selective_verdict(files: RunFiles, scorer: str | None, criterion: str = OVER
                 + (
                     f", agreement {_pct(on_test['agreement_trusted']['value'])} on them vs "
                     f"{_pct(on_test['agreement_all']['value'])} on all"
+                    + (f" ({_ties(on_test)})" if kind == "pairwise" and on_test.get("n_judge_ties") else "")
                     if on_test
                     else ""
                 )
