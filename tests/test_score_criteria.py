@@ -172,6 +172,36 @@ def test_v1_score_scores_the_trained_criteria_by_default_and_marks_the_others(ov
     assert tq["status"] == "ok" and tq["trained"] is False
 
 
+def test_the_chat_route_marks_an_untrained_criterion_as_v1_score_does(overall_judge):
+    """The rubric prompt of a criterion the judge never learned, sent to /v1/chat/completions: the reply's
+    `judge` block says `trained: false`, as /v1/score's answer does; the trained one's says nothing."""
+    import httpx
+    from serving import serving_in_process
+
+    from judge.serve.config import ServeConfig
+    from judge.serve.judge_prompt import judge_chat_messages
+    from judge.serve.service import JudgeService
+
+    item = {**_ITEM, "benchmark": "mmie"}
+    service = JudgeService(ServeConfig(judge=str(overall_judge), max_wait_ms=0, allow_unauthenticated=True))
+    service.load()
+    blocks = {}
+    try:
+        with serving_in_process(service) as url:
+            for crit in ("text_quality", "overall"):
+                body = {"model": "judge", "max_tokens": 1, "temperature": 0,
+                        "messages": judge_chat_messages("mmie", item, crit)}  # fmt: skip
+                r = httpx.post(url + "/v1/chat/completions", json=body, timeout=120)
+                assert r.status_code == 200, r.text
+                blocks[crit] = r.json()["judge"]
+    finally:
+        service.close()
+    assert (
+        blocks["text_quality"]["criterion"] == "text_quality" and blocks["text_quality"]["trained"] is False
+    )
+    assert blocks["overall"]["criterion"] == "overall" and "trained" not in blocks["overall"]
+
+
 def test_judge_score_marks_a_criterion_asked_for_by_name(overall_judge, small_demo, tmp_path, capsys):
     out = tmp_path / "asked"
     code = score_main([str(small_demo), "--judge", str(overall_judge), "--criteria", "text_quality",

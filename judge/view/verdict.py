@@ -189,8 +189,18 @@ def agreement_verdict(files: RunFiles, scorer: str) -> Verdict | None:
                " (the interval spans 0)")
         )  # fmt: skip
     share = ""
+    ci = mine.get("ci")
     if mine.get("value") is not None and ceiling.get("value"):
         share = f", {mine['value'] / ceiling['value']:.0%} of the annotators' {ceiling['value']:.3f}"
+        # A share of the ceiling only for an agreement shown: an interval reaching 0 shows none (and a
+        # negative share would read as a measure of something).
+        if ci and ci[0] <= 0:
+            what = (
+                "no agreement shown (the interval contains 0)"
+                if ci[1] >= 0
+                else "an inverse agreement (the interval lies below 0)"
+            )
+            share = f", {what}, against the ceiling of the annotators' {ceiling['value']:.3f}"
     words: dict[str, list[str]] = {}
     for other, word, shown in against:
         words.setdefault(word, []).append(f"{other} ({shown})" if word != "undefined" else other)
