@@ -343,3 +343,32 @@ def test_the_two_pairwise_agreements_state_their_tie_rule_and_count(tmp_path, sm
     assert verdict is not None
     said = verdict.headline + " " + " ".join(verdict.details)
     assert f"the judge ties {pw.n} of the {pw.n} pairs, each counted as a disagreement" in said
+
+
+def test_a_coverage_whose_interval_lies_below_the_promise_is_warned_about(
+    tmp_path, small_demo, calibrated, capsys
+):
+    """90% intervals that miss the human scores (each moved 3 points off its score): the coverage's interval
+    lies below 0.9 and the report's warnings say so, with the fix; the fixture's own intervals (which keep the
+    promise) give no such warning."""
+    path, rows, fitted_on, records = calibrated
+    broken = tmp_path / "broken.jsonl"
+    moved = [dict(x, interval=[min(6.0, x["score"] + 3.0)] * 2) for x in rows]
+    broken.write_text("".join(json.dumps(x) + "\n" for x in moved))
+    warned = {}
+    for name, scores in (("kept", path), ("broken", broken)):
+        out = tmp_path / name
+        assert main(["--human", str(small_demo), "--scores", f"cal={scores}", "--bootstrap", "100", "--out", str(out),
+                     "--ppi-draws", "0"]) == 0  # fmt: skip
+        data = load_report(out / "report.json")
+        warned[name] = [w for w in data.warnings if "promised" in w]
+    (check,) = data.calibration
+    assert check.coverage.ci[1] < 0.9 and load_report(tmp_path / "kept" / "report.json").calibration
+    assert warned["kept"] == []
+    assert warned["broken"] == [
+        f"cal: its 90% intervals contain {check.coverage.value:.3f} [{check.coverage.ci[0]:.2f}, "
+        f"{check.coverage.ci[1]:.2f}] of the {check.n} held-out human scores, the whole interval below the 90% "
+        "promised: the calibration does not keep its promise on these labels (refit it with judge-calibrate "
+        "--human on labelled items like these)"
+    ]
+    assert warned["broken"][0] in capsys.readouterr().out
