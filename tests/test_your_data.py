@@ -322,3 +322,22 @@ def test_the_reports_small_sample_mark_has_its_legend_and_one_meaning(tmp_path, 
     md = (tmp_path / "rep" / "report.md").read_text()
     assert "moved into their range (marked ‡; † in this report marks fewer than 30 items or questions)" in md
     assert "(†)" not in md
+
+
+def test_both_label_styles_give_the_same_report(tmp_path, capsys):
+    """The same labels in the two documented styles resample the same questions under the same keys, so
+    judge-report's intervals are identical (they differed: a hash of the question text against question_id)."""
+    preds = _predictions(8)
+    scores = _hand_scores(tmp_path / "scores.jsonl", preds)
+    got = {}
+    for style in ("prediction", "own"):
+        labels = _write(tmp_path / f"labels-{style}.jsonl", _labels(preds, style))
+        out = tmp_path / f"rep-{style}"
+        code = report_main(["--human", str(labels), "--scores", f"judge={scores}", "--out", str(out),
+                            "--bootstrap", "200", "--ppi-draws", "0"])  # fmt: skip
+        assert code == 0, capsys.readouterr().err
+        report = json.loads((out / "report.json").read_text())
+        got[style] = report["slices"][0]["scorers"]["judge"]
+    assert got["prediction"]["spearman"]["ci"] is not None
+    for stat in ("spearman", "pearson", "kendall"):
+        assert got["prediction"][stat] == got["own"][stat], stat

@@ -22,11 +22,14 @@ many labels matched and which did not.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from judge.core.errors import JudgeError
+
+if TYPE_CHECKING:
+    from judge.core.schema import AnnotationRecord
 
 #: ``(model, id)`` of a scored record.
 ResponseKey = tuple[str, str]
@@ -132,4 +135,28 @@ class LabelMatch:
         return text
 
 
-__all__ = ["LabelKey", "LabelMatch", "LabelMatcher", "ResponseKey", "label_name"]
+def key_questions_by_id(records: Sequence[AnnotationRecord]) -> int:
+    """Key the questions of prediction-style labels as own-id labels key them: by the prediction's id.
+
+    Labels in which an id is labelled for two or more models are in prediction style over predictions (an id
+    shared across models is its question's); each of them whose ``question_id`` is the default (a hash of
+    the question) gets its ``id`` as ``question_id``, the value an own-id label gives it. The two documented
+    styles then resample the same questions under the same names, so give the same intervals. An explicit
+    ``question_id``, and labels whose ids are unique (an annotation file scored directly), are left as they
+    are. Returns how many records were re-keyed."""
+    from judge.core.schema import content_hash
+
+    models_of: dict[str, set[str]] = defaultdict(set)
+    for r in records:
+        models_of[r.id].add(r.model)
+    if not any(len(m) > 1 for m in models_of.values()):
+        return 0
+    n = 0
+    for r in records:
+        if r.question_id == "q-" + content_hash(r.question)[:16]:
+            r.question_id = r.id
+            n += 1
+    return n
+
+
+__all__ = ["LabelKey", "LabelMatch", "LabelMatcher", "ResponseKey", "key_questions_by_id", "label_name"]

@@ -212,6 +212,7 @@ def load_human(
     Each file resolves its images from ``root``, else its own folder (a ``judge-data build`` split file
     keeps its images beside it, under ``splits/images``).
     """
+    from judge.core.identity import key_questions_by_id
     from judge.core.io import load_labels_checked
 
     records: list[AnnotationRecord] = []
@@ -226,6 +227,7 @@ def load_human(
                 )
             first[(r.model, r.id)] = str(p)
         records.extend(recs)
+    key_questions_by_id(records)  # both label styles resample the same questions (judge.core.identity)
     return records
 
 
