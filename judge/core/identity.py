@@ -17,6 +17,9 @@ a label by id alone. A label that matches two different
 responses (by id and by question_id) is an error, not a guess. judge-report, ``judge-score --labels``,
 judge-view, judge-calibrate and the leaderboards all match through it, and say with :class:`LabelMatch` how
 many labels matched and which did not.
+
+Label files are read by :func:`load_labels_checked` (every invalid label refused, none skipped), and
+:func:`key_questions_by_id` keys the questions of both styles alike, so that they resample the same.
 """
 
 from __future__ import annotations
@@ -29,6 +32,9 @@ from typing import TYPE_CHECKING, Any
 from judge.core.errors import JudgeError
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
+    from judge.core.rubric import Rubric
     from judge.core.schema import AnnotationRecord
 
 #: ``(model, id)`` of a scored record.
@@ -135,6 +141,24 @@ class LabelMatch:
         return text
 
 
+def load_labels_checked(
+    path: str | Path, *, rubric: Rubric | None, root: str | Path | None = None, check_images: bool = False
+) -> list[AnnotationRecord]:
+    """The human labels of one file, every invalid record refused together. No reader of labels has a skip
+    setting (a label dropped in silence would change every number it enters), so the advice is to fix them."""
+    from judge.core.io import InvalidRecordsError, load_annotations
+
+    res = load_annotations(path, rubric=rubric, root=root, check_images=check_images, collect=True)
+    if res.errors:
+        raise InvalidRecordsError(
+            res.errors,
+            "label records",
+            can_skip=False,
+            fix="fix them in the file: every label counts, none is left out",
+        )
+    return res.records
+
+
 def key_questions_by_id(records: Sequence[AnnotationRecord]) -> int:
     """Key the questions of prediction-style labels as own-id labels key them: by the prediction's id.
 
@@ -159,4 +183,12 @@ def key_questions_by_id(records: Sequence[AnnotationRecord]) -> int:
     return n
 
 
-__all__ = ["LabelKey", "LabelMatch", "LabelMatcher", "ResponseKey", "key_questions_by_id", "label_name"]
+__all__ = [
+    "LabelKey",
+    "LabelMatch",
+    "LabelMatcher",
+    "ResponseKey",
+    "key_questions_by_id",
+    "label_name",
+    "load_labels_checked",
+]

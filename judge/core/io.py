@@ -440,22 +440,6 @@ def _load(
     return result
 
 
-def load_labels_checked(
-    path: str | Path, *, rubric: Rubric | None, root: str | Path | None = None, check_images: bool = False
-) -> list[AnnotationRecord]:
-    """The human labels of one file, every invalid record refused together. No reader of labels has a skip
-    setting (a label dropped in silence would change every number it enters), so the advice is to fix them."""
-    res = load_annotations(path, rubric=rubric, root=root, check_images=check_images, collect=True)
-    if res.errors:
-        raise InvalidRecordsError(
-            res.errors,
-            "label records",
-            can_skip=False,
-            fix="fix them in the file: every label counts, none is left out",
-        )
-    return res.records
-
-
 def parse_records(
     objs: Sequence[Any],
     kind: Literal["annotation", "prediction", "auto"] = "auto",

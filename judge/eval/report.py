@@ -212,8 +212,7 @@ def load_human(
     Each file resolves its images from ``root``, else its own folder (a ``judge-data build`` split file
     keeps its images beside it, under ``splits/images``).
     """
-    from judge.core.identity import key_questions_by_id
-    from judge.core.io import load_labels_checked
+    from judge.core.identity import key_questions_by_id, load_labels_checked
 
     records: list[AnnotationRecord] = []
     first: dict[tuple[str, str], str] = {}  # (model, id) -> the file it came from

@@ -89,7 +89,7 @@ class Labels:
 def load_labels(paths: Sequence[str | Path], rubric=None) -> Labels:
     """The human labels of annotation files (images are not needed, so not checked); a response labelled
     in two files is an error naming both."""
-    from judge.core.io import load_labels_checked
+    from judge.core.identity import load_labels_checked
     from judge.data.aggregate import aggregate_record
 
     values: LabelValues = {}
