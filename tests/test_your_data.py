@@ -326,8 +326,15 @@ def test_the_reports_small_sample_mark_has_its_legend_and_one_meaning(tmp_path, 
 
 def test_both_label_styles_give_the_same_report(tmp_path, capsys):
     """The same labels in the two documented styles resample the same questions under the same keys, so
-    judge-report's intervals are identical (they differed: a hash of the question text against question_id)."""
+    judge-report's intervals are identical (they differed: a hash of the question text against question_id).
+    The questions carry an image by a relative path, as the user's did (the reader resolves it)."""
+    from PIL import Image
+
+    (tmp_path / "images").mkdir()
     preds = _predictions(8)
+    for p in preds:
+        Image.new("RGB", (8, 8), (10 * int(p["id"][1:]), 0, 0)).save(tmp_path / "images" / f"{p['id']}.png")
+        p["question"] = [*p["question"], {"type": "image", "image": f"images/{p['id']}.png"}]
     scores = _hand_scores(tmp_path / "scores.jsonl", preds)
     got = {}
     for style in ("prediction", "own"):

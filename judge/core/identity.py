@@ -168,8 +168,6 @@ def key_questions_by_id(records: Sequence[AnnotationRecord]) -> int:
     styles then resample the same questions under the same names, so give the same intervals. An explicit
     ``question_id``, and labels whose ids are unique (an annotation file scored directly), are left as they
     are. Returns how many records were re-keyed."""
-    from judge.core.schema import content_hash
-
     models_of: dict[str, set[str]] = defaultdict(set)
     for r in records:
         models_of[r.id].add(r.model)
@@ -177,7 +175,7 @@ def key_questions_by_id(records: Sequence[AnnotationRecord]) -> int:
         return 0
     n = 0
     for r in records:
-        if r.question_id == "q-" + content_hash(r.question)[:16]:
+        if r._question_id_default:  # the hash the schema filled in (of the question as written)
             r.question_id = r.id
             n += 1
     return n

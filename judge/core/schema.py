@@ -141,6 +141,8 @@ class AnnotationRecord(StrictModel):
     meta: dict[str, Any] = Field(default_factory=dict)
     #: Where the record was read from (set by the loaders; not serialised).
     _source: Location | None = PrivateAttr(default=None)
+    #: Whether ``question_id`` is the default (the question's hash), not given (not serialised).
+    _question_id_default: bool = PrivateAttr(default=False)
 
     _norm_q = field_validator("question", "response", "reference", mode="before")(normalize_content)
 
@@ -181,6 +183,7 @@ class AnnotationRecord(StrictModel):
     def _fill_question_id(self) -> AnnotationRecord:
         if self.question_id is None:
             self.question_id = "q-" + content_hash(self.question)[:16]
+            self._question_id_default = True
         if self.rationale:
             unknown = set(self.rationale) - set(self.scores)
             if unknown:
