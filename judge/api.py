@@ -151,7 +151,8 @@ class Judge:
         """Score items: one :class:`~judge.core.schema.ItemScores` per item, in the items' order, holding
         the :class:`ScoreRecord` of each criterion scored (``overall`` last; ``criteria``: None, the criteria
         the judge was trained on (its card's ``data.criteria``; every one when it does not say); ``"all"``,
-        every criterion of the item's family; or the ids to score, e.g. ``"overall"``; a criterion the judge
+        every criterion of the item's family; or the ids to score, e.g. ``"overall"``, exactly those: unlike
+        ``judge-score --criteria``, whose run always adds ``overall`` for its leaderboard; a criterion the judge
         was not trained on is scored and its record says ``trained=False``). ``result.score`` is the overall score,
         ``result["text_quality"]`` a criterion's record; :meth:`score_records` gives the flat list.
 

@@ -181,3 +181,37 @@ def test_type_checkers_see_the_public_names_and_their_signatures(tmp_path):
     errors = [line for line in run.stdout.splitlines() if ": error:" in line]
     assert len(errors) == 1 and errors[0].startswith("snippet.py:6:"), run.stdout
     assert "def score_files(" in errors[0]
+
+
+def test_the_api_tables_result_column_names_attributes_the_results_have(tmp_path):
+    """README's API table says where each result's data is (`.data`, `.files`): every attribute it names
+    exists on that result type, and report()'s `.data.to_json()` is report.json (`rep["scorers"]` was the
+    reading the table's old words invited; the data is at `rep.data`)."""
+    import dataclasses
+
+    from judge import report
+    from judge.audit.run import AuditResult
+    from judge.eval.report import ReportResult
+    from judge.scoring.bench import BenchResult
+
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    types = {"ReportResult": ReportResult, "AuditResult": AuditResult, "BenchResult": BenchResult}
+    for name, cls in types.items():
+        (row,) = [ln for ln in text.splitlines() if ln.startswith("| `") and f"| `{name}`" in ln]
+        cell = row.rstrip(" |").rsplit("|", 1)[1]
+        assert "the data of" not in cell, row
+        named = re.findall(r"`\.(\w+)", cell)
+        assert named, row
+        fields = {f.name for f in dataclasses.fields(cls)}
+        assert set(named) <= fields, (name, named, fields)
+    rows = [{"id": f"q{q}", "benchmark": "mmie", "task": "SA", "model": m, "metric": "judge",
+             "criterion": "overall", "score": float((q * 3 + k) % 7)}
+            for q in range(6) for k, m in enumerate(["a", "b"])]  # fmt: skip
+    labels = [{"id": r["id"], "model": r["model"], "task": "SA", "question": f"Q{r['id']}", "response": "R",
+               "scores": {"overall": (i * 5) % 7}} for i, r in enumerate(rows)]  # fmt: skip
+    (tmp_path / "s.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "l.jsonl").write_text("".join(json.dumps(r) + "\n" for r in labels))
+    rep = report(human=[str(tmp_path / "l.jsonl")], scores=[f"judge={tmp_path / 's.jsonl'}"],
+                 out=str(tmp_path / "rep"), ppi_draws=0, bootstrap=50)  # fmt: skip
+    assert rep.data.to_json() == json.loads(rep.files["json"].read_text())
+    assert rep.data.to_json()["scorers"][0]["name"] == "judge"

@@ -325,6 +325,28 @@ def test_means_and_win_rates_stay_in_their_range_and_the_outputs_say_when_a_boun
         assert any(r["note"].startswith("bounded to its range") for r in csv.DictReader(f))
 
 
+def test_the_consoles_bounded_mark_has_its_legend_beside_it():
+    """judge-score's console leaderboard prints the mark of a bounded estimate with what it means (the legend
+    was only in summary.md); judge-view's board caption carries the same legend."""
+    from judge.scoring.leaderboard_files import BOUNDED_LEGEND, board_table
+    from judge.scoring.summary import render_console
+
+    def marked(board):
+        return any("†" in str(x) for row in board_table(board)[1] for x in row)
+
+    records, labels = next(
+        (r, lab) for seed in range(25) for r, lab in [three_model_board(seed)]
+        if any(marked(b) for b in build_leaderboard(r, resamples=30, labels=lab, scale=(0, 6),
+                                                     min_labels=2)["boards"] if b["group"] == "all")
+    )  # fmt: skip
+    summary = build_summary(
+        records, scale=(0, 6), run={}, leaderboard_resamples=30, labels=labels, min_labels=2
+    )
+    console = render_console(summary)
+    assert "†" in console
+    assert BOUNDED_LEGEND in console and BOUNDED_LEGEND.startswith("† an end of the interval")
+
+
 def test_summary_files_carry_the_three_estimates(tmp_path):
     records, labels = board_data()
     summary = build_summary(records, scale=(0, 6), run={}, leaderboard_resamples=100, labels=labels)
@@ -414,3 +436,35 @@ def test_judge_data_sample_by_question_labels_every_response_to_a_drawn_question
     bad.write_text(json.dumps(rows[0]) + "\n\n{oops\n")
     assert data_main(["sample", str(bad), "--fraction", "0.5", "--by", "question", "--out", str(out)]) == 2
     assert "bad.jsonl, line 3: not JSON" in capsys.readouterr().err
+
+
+def test_judge_data_sample_draws_the_same_questions_across_one_file_per_model(tmp_path, capsys):
+    """One prediction file per model (as judge-score takes them): `sample a b c --by question` draws whole
+    questions across them, every model's response to each, the draw of the files put together."""
+    from collections import Counter
+
+    from judge.cli.data import data_main
+
+    files, rows = [], []
+    for m in ("x", "y", "z"):
+        mine = [{"id": f"i{i}", "benchmark": "b", "task": "SA", "model": m, "question": "q", "response": m}
+                for i in range(20)]  # fmt: skip
+        files.append(tmp_path / f"preds-{m}.jsonl")
+        files[-1].write_text("".join(json.dumps(r) + "\n" for r in mine))
+        rows += mine
+    together = tmp_path / "all.jsonl"
+    together.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out, ref = tmp_path / "to_label.jsonl", tmp_path / "ref.jsonl"
+    assert data_main(["sample", *map(str, files), "--fraction", "0.3", "--by", "question",
+                      "--out", str(out)]) == 0, capsys.readouterr().err  # fmt: skip
+    assert "18 of 60 records (6 of 20 questions)" in capsys.readouterr().out
+    got = [json.loads(x) for x in out.read_text().splitlines()]
+    assert Counter(r["id"] for r in got) == Counter({i: 3 for i in {r["id"] for r in got}})
+    assert {r["model"] for r in got} == {"x", "y", "z"} and len(got) == 18
+    assert (
+        data_main(["sample", str(together), "--fraction", "0.3", "--by", "question", "--out", str(ref)]) == 0
+    )
+    assert out.read_text() == ref.read_text()
+    # Several files and no --out: where the one sample goes is asked for, not guessed.
+    assert data_main(["sample", *map(str, files), "--fraction", "0.3", "--by", "question"]) == 2
+    assert "3 input files: name the one sample file with --out" in capsys.readouterr().err

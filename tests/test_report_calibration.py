@@ -342,3 +342,73 @@ def test_nothing_trusted_prints_no_interval_and_says_there_is_no_threshold(
     assert recap.main([str(out / "report.json"), "--scorer", "cal"]) == 0
     printed = capsys.readouterr().out
     assert "none trusted (no threshold)" in printed and "[0.000, 0.000]" not in printed
+
+
+def test_the_two_pairwise_agreements_state_their_tie_rule_and_count(tmp_path, small_demo, calibrated, capsys):
+    """A judge that ties every pair: the main table's pairwise accuracy counts each tie half (50%, its ties
+    said in the cell); selective evaluation's agreement on all pairs counts each as a disagreement (0%), and
+    report.md and judge-view's verdict say so with the count."""
+    from judge.models.selective import Selective, SelectiveRule, write_selective
+    from judge.view.verdict import RunFiles, selective_verdict
+
+    path, rows, fitted_on, records = calibrated
+    judge = tmp_path / "judge"
+    rule = SelectiveRule(threshold=0.6, n=10, n_trusted=5, agreement=1.0, p_value=0.01)
+    sel = Selective(agreement=0.9, delta=0.1, tolerance=1.0, confidence="mass", scale=list(range(7)),
+                    calibration="c", pointwise={"*": rule}, pairwise={"*": rule})  # fmt: skip
+    write_selective(judge, sel)
+    for x in rows:  # one distribution for every response: every pair is a tie for the judge
+        x.update(distribution=_dist(3.0), score=float(np.dot(_dist(3.0), np.arange(7))), trusted=False)
+        x["producer"] = {**x["producer"], "selective": sel.producer()}
+    marked = tmp_path / "tied.jsonl"
+    marked.write_text("".join(json.dumps(x) + "\n" for x in rows))
+    out = tmp_path / "rt"
+    assert main(["--human", str(small_demo), "--scores", f"cal={marked}", "--bootstrap", "50", "--out", str(out),
+                 "--ppi-draws", "0"]) == 0  # fmt: skip
+    printed = capsys.readouterr().out
+    report = load_report(out / "report.json")
+    pw_main = report.main_slice.scorers["cal"].pairwise
+    assert pw_main.accuracy == 0.5 and pw_main.n_scorer_ties == pw_main.n_pairs > 0
+    assert f"50% of {pw_main.n_pairs} ({pw_main.n_pairs} tied, half each)" in printed
+    (check,) = report.selective
+    pw = check.pairwise
+    assert pw is not None and pw.n_judge_ties == pw.n > 0 and pw.agreement_all.value == 0.0
+    md = (out / "report.md").read_text()
+    assert (
+        f"The judge ties {pw.n} of the {pw.n} pairs (no preference): each counts as a disagreement here, and "
+        "as half in the main table's pairwise accuracy." in md
+    )
+    files = RunFiles(report=json.loads((out / "report.json").read_text()))
+    verdict = selective_verdict(files, "cal")
+    assert verdict is not None
+    said = verdict.headline + " " + " ".join(verdict.details)
+    assert f"the judge ties {pw.n} of the {pw.n} pairs, each counted as a disagreement" in said
+
+
+def test_a_coverage_whose_interval_lies_below_the_promise_is_warned_about(
+    tmp_path, small_demo, calibrated, capsys
+):
+    """90% intervals that miss the human scores (each moved 3 points off its score): the coverage's interval
+    lies below 0.9 and the report's warnings say so, with the fix; the fixture's own intervals (which keep the
+    promise) give no such warning."""
+    path, rows, fitted_on, records = calibrated
+    broken = tmp_path / "broken.jsonl"
+    moved = [dict(x, interval=[min(6.0, x["score"] + 3.0)] * 2) for x in rows]
+    broken.write_text("".join(json.dumps(x) + "\n" for x in moved))
+    warned = {}
+    for name, scores in (("kept", path), ("broken", broken)):
+        out = tmp_path / name
+        assert main(["--human", str(small_demo), "--scores", f"cal={scores}", "--bootstrap", "100", "--out", str(out),
+                     "--ppi-draws", "0"]) == 0  # fmt: skip
+        data = load_report(out / "report.json")
+        warned[name] = [w for w in data.warnings if "promised" in w]
+    (check,) = data.calibration
+    assert check.coverage.ci[1] < 0.9 and load_report(tmp_path / "kept" / "report.json").calibration
+    assert warned["kept"] == []
+    assert warned["broken"] == [
+        f"cal: its 90% intervals contain {check.coverage.value:.3f} [{check.coverage.ci[0]:.2f}, "
+        f"{check.coverage.ci[1]:.2f}] of the {check.n} held-out human scores, the whole interval below the 90% "
+        "promised: the calibration does not keep its promise on these labels (refit it with judge-calibrate "
+        "--human on labelled items like these)"
+    ]
+    assert warned["broken"][0] in capsys.readouterr().out

@@ -6,6 +6,7 @@ calibration judge-calibrate fits is fitted on those criteria too."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -147,6 +148,24 @@ def test_the_api_scores_the_trained_criteria_by_default_and_marks_the_others(ove
     assert {c for c, r in every.criteria.items() if r.trained is False} == set(every.criteria) - {"overall"}
 
 
+def test_a_query_gets_exactly_the_criteria_it_names_and_a_run_adds_overall_as_the_readme_says(overall_judge):
+    """judge-score --criteria text_quality writes overall too (a run's leaderboard reads it: tested above);
+    Judge.score(criteria=["text_quality"]) answers text_quality only. The README says both rules, where the
+    reader looks for which criteria a call scores (it said the CLI's only, so the API read as a mismatch)."""
+    from judge import Judge
+
+    readme = " ".join((Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8").split())
+    assert "a run always has `overall`, which its leaderboard and audits read" in readme
+    assert (
+        'A single query names exactly what it gets: `Judge.score(items, criteria=["text_quality"])`, '
+        "`/v1/score` and a reward function return the criteria named and no other" in readme
+    )
+    j = Judge.load(str(overall_judge), device="cpu")
+    (one,) = j.score([_ITEM], criteria=["text_quality"])
+    (two,) = j.score([_ITEM], criteria=["text_quality", "overall"])
+    assert list(one.criteria) == ["text_quality"] and list(two.criteria) == ["text_quality", "overall"]
+
+
 def test_v1_score_scores_the_trained_criteria_by_default_and_marks_the_others(overall_judge):
     import httpx
     from serving import serving_in_process
@@ -170,6 +189,36 @@ def test_v1_score_scores_the_trained_criteria_by_default_and_marks_the_others(ov
     assert asked.status_code == 200, asked.text
     tq = asked.json()["results"][0]["scores"]["text_quality"]
     assert tq["status"] == "ok" and tq["trained"] is False
+
+
+def test_the_chat_route_marks_an_untrained_criterion_as_v1_score_does(overall_judge):
+    """The rubric prompt of a criterion the judge never learned, sent to /v1/chat/completions: the reply's
+    `judge` block says `trained: false`, as /v1/score's answer does; the trained one's says nothing."""
+    import httpx
+    from serving import serving_in_process
+
+    from judge.serve.config import ServeConfig
+    from judge.serve.judge_prompt import judge_chat_messages
+    from judge.serve.service import JudgeService
+
+    item = {**_ITEM, "benchmark": "mmie"}
+    service = JudgeService(ServeConfig(judge=str(overall_judge), max_wait_ms=0, allow_unauthenticated=True))
+    service.load()
+    blocks = {}
+    try:
+        with serving_in_process(service) as url:
+            for crit in ("text_quality", "overall"):
+                body = {"model": "judge", "max_tokens": 1, "temperature": 0,
+                        "messages": judge_chat_messages("mmie", item, crit)}  # fmt: skip
+                r = httpx.post(url + "/v1/chat/completions", json=body, timeout=120)
+                assert r.status_code == 200, r.text
+                blocks[crit] = r.json()["judge"]
+    finally:
+        service.close()
+    assert (
+        blocks["text_quality"]["criterion"] == "text_quality" and blocks["text_quality"]["trained"] is False
+    )
+    assert blocks["overall"]["criterion"] == "overall" and "trained" not in blocks["overall"]
 
 
 def test_judge_score_marks_a_criterion_asked_for_by_name(overall_judge, small_demo, tmp_path, capsys):

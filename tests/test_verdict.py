@@ -89,6 +89,27 @@ def test_another_report_or_audit_gives_another_verdict(view_run, tmp_path):
     assert first["tables"][0]["rows"] == [[v.topic, v.headline] for v in verdicts.values()]
 
 
+def test_an_agreement_whose_interval_reaches_0_gets_no_share_of_the_ceiling(view_run, tmp_path):
+    """A Spearman of -0.038 [-0.43, 0.26] is no agreement shown, not '-4% of the annotators' 0.935'; one whose
+    interval lies above 0 keeps its share."""
+    score, rep, audit = _copy(view_run, tmp_path)
+    report = json.loads((rep / "report.json").read_text())
+    ceiling = _main(report)["ceiling"]["loao"]["spearman"]["value"]
+    got = {}
+    for value, ci in ((-0.038, [-0.43, 0.26]), (-0.3, [-0.5, -0.1]), (0.5, [0.3, 0.7])):
+        _main(report)["scorers"]["tiny"]["spearman"] |= {"value": value, "ci": ci}
+        (rep / "report.json").write_text(json.dumps(report))
+        verdicts = {v.topic: v for v in run_verdicts(read_run_files(score=score, report=rep, audit=audit))}
+        got[value] = verdicts["Agreement"].headline
+    assert got[-0.038].startswith(
+        "tiny: Spearman -0.038 [-0.43, 0.26], no agreement shown (the interval contains 0), against the ceiling "
+        f"of the annotators' {ceiling:.3f}"
+    )
+    assert "an inverse agreement (the interval lies below 0)" in got[-0.3]
+    assert not any("-" in h.split("% of the")[0][-5:] for h in got.values() if "% of the" in h)
+    assert f", {0.5 / ceiling:.0%} of the annotators' {ceiling:.3f}" in got[0.5]
+
+
 @pytest.fixture(scope="module")
 def calibrated_run(view_run, tmp_path_factory, rubric, small_demo):
     """The run's score folder, its run.json naming a judge folder that judge-calibrate --selective calibrated

@@ -231,3 +231,120 @@ def test_the_readme_section_commands_parse():
     ]
     for cmd in commands:
         importlib.import_module(modules[cmd[0]]).build_parser().parse_args(cmd[1:])  # a bad flag exits
+
+
+# ----------------------------------------------------------------------------- label files as users write them
+
+
+def _hand_scores(path: Path, preds: list[dict]) -> Path:
+    """A judge's score file for ``preds`` written by hand (the score varies with the response)."""
+    rows = [
+        {"id": p["id"], "benchmark": "mmie", "task": p["task"], "model": p["model"], "metric": "judge",
+         "criterion": "overall", "score": float((i * 3) % 7)}
+        for i, p in enumerate(preds)
+    ]  # fmt: skip
+    return _write(path, rows)
+
+
+def test_the_samples_own_lines_with_scores_added_are_labels(tmp_path, capsys):
+    """judge-data sample writes `benchmark`; a label file that keeps it (only `scores` added) is accepted."""
+    preds = _predictions(4)
+    scores = _hand_scores(tmp_path / "scores.jsonl", preds)
+    labels = _write(
+        tmp_path / "labels.jsonl", [dict(p, scores={"overall": i % 7}) for i, p in enumerate(preds)]
+    )
+    code = report_main(["--human", str(labels), "--scores", f"judge={scores}", "--out", str(tmp_path / "rep"),
+                        "--bootstrap", "50", "--ppi-draws", "0"])  # fmt: skip
+    assert code == 0, capsys.readouterr().err
+    assert "judge: 12 of 12 labelled responses matched a record" in capsys.readouterr().out
+
+
+def test_an_invalid_label_is_refused_with_a_fix_the_command_has(tmp_path, capsys):
+    """judge-report (and judge-score --labels) never skip a label: the error names file, line, field and the
+    fix, and advises no `skip_invalid` setting (judge-report has no such flag)."""
+    from judge.scoring.labelled import load_labels
+
+    preds = _predictions(2)
+    scores = _hand_scores(tmp_path / "scores.jsonl", preds)
+    rows = _labels(preds, "prediction")
+    rows[1]["scores"] = {"overall": "high"}
+    rows[4]["rater"] = "ann1"
+    labels = _write(tmp_path / "labels.jsonl", rows)
+    code = report_main(
+        ["--human", str(labels), "--scores", f"judge={scores}", "--out", str(tmp_path / "rep")]
+    )
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "2 invalid label records" in err
+    assert f"{labels}:2, record 'q0': field 'scores.annotator.overall'" in err
+    assert (
+        f"{labels}:5, record 'q1': field 'rater': unknown field" in err
+        and "put extra data under 'meta'" in err
+    )
+    assert "skip" not in err, err
+    assert "Fix them in the file: every label counts, none is left out." in err
+    with pytest.raises(InvalidRecordsError) as exc:
+        load_labels([labels])
+    assert "skip_invalid" not in str(exc.value)
+
+
+def test_the_ppi_check_with_too_few_labels_says_why_on_the_console(tmp_path, capsys):
+    """With 4 labelled questions a draw of 20% labels 1, fewer than the 10 `min_labels` asks: the console line
+    says so and how many labelled questions the check needs, naming the flags (not dashes of 0 intervals)."""
+    preds = _predictions(4)
+    scores = _hand_scores(tmp_path / "scores.jsonl", preds)
+    labels = _write(tmp_path / "labels.jsonl", _labels(preds, "prediction"))
+    code = report_main(["--human", str(labels), "--scores", f"judge={scores}", "--out", str(tmp_path / "rep"),
+                        "--bootstrap", "50", "--ppi-draws", "20"])  # fmt: skip
+    assert code == 0, capsys.readouterr().err
+    (line,) = [ln for ln in capsys.readouterr().out.splitlines() if "PPI with" in ln]
+    assert "of 0 PPI intervals" not in line, line
+    assert "no estimate: a draw labels 1 of the 4 labelled questions, fewer than the 10 an estimate needs " \
+           "(--min-labels); the check needs 50 labelled questions at this --ppi-fraction" in line, line  # fmt: skip
+
+
+def test_the_reports_small_sample_mark_has_its_legend_and_one_meaning(tmp_path, capsys):
+    """judge-report's console main table marks values on fewer than 30 items with † and prints what † means
+    under it; in report.md the PPI check marks an estimate moved into its range with ‡, not † (which means
+    'fewer than 30' in a report)."""
+    from judge.eval.report_build import SMALL_LEGEND
+
+    preds = _predictions(4)
+    scores = _hand_scores(tmp_path / "scores.jsonl", preds)
+    labels = _write(tmp_path / "labels.jsonl", _labels(preds, "prediction"))
+    code = report_main(["--human", str(labels), "--scores", f"judge={scores}", "--out", str(tmp_path / "rep"),
+                        "--bootstrap", "50", "--ppi-draws", "20", "--min-labels", "2"])  # fmt: skip
+    assert code == 0, capsys.readouterr().err
+    out = capsys.readouterr().out
+    table = out.split("Main table", 1)[1].split("\n\n", 2)[1]
+    assert "†" in table
+    assert SMALL_LEGEND in out and SMALL_LEGEND.startswith("† marks a value computed on fewer than 30")
+    md = (tmp_path / "rep" / "report.md").read_text()
+    assert "moved into their range (marked ‡; † in this report marks fewer than 30 items or questions)" in md
+    assert "(†)" not in md
+
+
+def test_both_label_styles_give_the_same_report(tmp_path, capsys):
+    """The same labels in the two documented styles resample the same questions under the same keys, so
+    judge-report's intervals are identical (they differed: a hash of the question text against question_id).
+    The questions carry an image by a relative path, as the user's did (the reader resolves it)."""
+    from PIL import Image
+
+    (tmp_path / "images").mkdir()
+    preds = _predictions(8)
+    for p in preds:
+        Image.new("RGB", (8, 8), (10 * int(p["id"][1:]), 0, 0)).save(tmp_path / "images" / f"{p['id']}.png")
+        p["question"] = [*p["question"], {"type": "image", "image": f"images/{p['id']}.png"}]
+    scores = _hand_scores(tmp_path / "scores.jsonl", preds)
+    got = {}
+    for style in ("prediction", "own"):
+        labels = _write(tmp_path / f"labels-{style}.jsonl", _labels(preds, style))
+        out = tmp_path / f"rep-{style}"
+        code = report_main(["--human", str(labels), "--scores", f"judge={scores}", "--out", str(out),
+                            "--bootstrap", "200", "--ppi-draws", "0"])  # fmt: skip
+        assert code == 0, capsys.readouterr().err
+        report = json.loads((out / "report.json").read_text())
+        got[style] = report["slices"][0]["scorers"]["judge"]
+    assert got["prediction"]["spearman"]["ci"] is not None
+    for stat in ("spearman", "pearson", "kendall"):
+        assert got["prediction"][stat] == got["own"][stat], stat

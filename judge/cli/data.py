@@ -97,7 +97,13 @@ def build_parser() -> Parser:
         help="a random share of a JSON Lines file's records (e.g. the responses to have labelled for "
         "judge-score --labels)",
     )
-    sm.add_argument("file", help="a JSON Lines file (.jsonl): predictions or annotations")
+    sm.add_argument(
+        "files",
+        nargs="+",
+        metavar="FILE",
+        help="JSON Lines files (.jsonl): predictions or annotations; several (one per model, as judge-score "
+        "takes them) are drawn from together, the same questions in each",
+    )
     sm.add_argument(
         "--fraction", type=_fraction, required=True, help="share of the records to keep, in (0, 1]"
     )
@@ -201,13 +207,21 @@ def _sample(args) -> int:
     from judge.core.atomic import atomic_write
     from judge.data.split import sample_lines
 
-    src = Path(args.file)
-    lines, total, units = sample_lines(src, args.fraction, args.seed, by=args.by)
+    srcs = [Path(f) for f in args.files]
+    if len(srcs) > 1 and not args.out:
+        raise JudgeError(
+            f"{len(srcs)} input files: name the one sample file with --out (e.g. --out to_label.jsonl, in the "
+            "folder their relative image paths resolve from)"
+        )
+    lines, total, units = sample_lines(srcs, args.fraction, args.seed, by=args.by)
+    src = srcs[0]
     out = (
         Path(args.out) if args.out else src.with_name(f"{src.stem}-sample{round(100 * args.fraction)}.jsonl")
     )
-    if out.resolve() == src.resolve():
-        raise JudgeError(f"--out {out} is the input file; write the sample elsewhere")
+    same = [s for s in srcs if out.resolve() == s.resolve()]
+    if same:
+        which = f" {same[0]}" if len(srcs) > 1 else ""
+        raise JudgeError(f"--out {out} is the input file{which}; write the sample elsewhere")
     with atomic_write(out) as f:
         f.write("".join(ln + "\n" for ln in lines))
     drawn = f" ({round(args.fraction * units) or 1} of {units} questions)" if args.by == "question" else ""

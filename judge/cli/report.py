@@ -6,7 +6,15 @@ import argparse
 import sys
 import time
 
-from judge.cli._common import Parser, add_settings, fail, flags_in_warnings, settings_from
+from judge.cli._common import (
+    Parser,
+    add_settings,
+    fail,
+    flag_names,
+    flags_in_warnings,
+    settings_from,
+    with_flags,
+)
 from judge.cli._logging import setup_logging
 from judge.core.errors import JudgeError
 from judge.eval.config import ReportConfig
@@ -39,6 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     try:
         from judge.eval.report import format_main_table, run_report
+        from judge.eval.report_build import SMALL_LEGEND
         from judge.eval.report_calibration import format_calibration_summary, format_mmie_table
 
         with flags_in_warnings(parser):
@@ -50,7 +59,10 @@ def main(argv: list[str] | None = None) -> int:
         f"\nMain table ({data.main_slice.title}; 95% intervals from {data.settings.bootstrap} resamples "
         "of questions):\n"
     )
-    print(format_main_table(data))
+    table = format_main_table(data)
+    print(table)
+    if "†" in table:  # the mark explained where it shows
+        print(SMALL_LEGEND)
     for sc in data.scorers:
         if (lab := sc.coverage.labels) is not None:
             print(
@@ -79,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     checks = format_calibration_summary(data.calibration, data.ppi, data.selective)
     if checks:
         print("\nCalibration on held-out items, and prediction-powered means:")
-        print("\n".join(checks))
+        print(with_flags("\n".join(checks), flag_names(parser)))
     if data.warnings:
         print("\nwarnings:")
         for w in data.warnings:

@@ -17,16 +17,25 @@ a label by id alone. A label that matches two different
 responses (by id and by question_id) is an error, not a guess. judge-report, ``judge-score --labels``,
 judge-view, judge-calibrate and the leaderboards all match through it, and say with :class:`LabelMatch` how
 many labels matched and which did not.
+
+Label files are read by :func:`load_labels_checked` (every invalid label refused, none skipped), and
+:func:`key_questions_by_id` keys the questions of both styles alike, so that they resample the same.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from judge.core.errors import JudgeError
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from judge.core.rubric import Rubric
+    from judge.core.schema import AnnotationRecord
 
 #: ``(model, id)`` of a scored record.
 ResponseKey = tuple[str, str]
@@ -132,4 +141,52 @@ class LabelMatch:
         return text
 
 
-__all__ = ["LabelKey", "LabelMatch", "LabelMatcher", "ResponseKey", "label_name"]
+def load_labels_checked(
+    path: str | Path, *, rubric: Rubric | None, root: str | Path | None = None, check_images: bool = False
+) -> list[AnnotationRecord]:
+    """The human labels of one file, every invalid record refused together. No reader of labels has a skip
+    setting (a label dropped in silence would change every number it enters), so the advice is to fix them."""
+    from judge.core.io import InvalidRecordsError, load_annotations
+
+    res = load_annotations(path, rubric=rubric, root=root, check_images=check_images, collect=True)
+    if res.errors:
+        raise InvalidRecordsError(
+            res.errors,
+            "label records",
+            can_skip=False,
+            fix="fix them in the file: every label counts, none is left out",
+        )
+    return res.records
+
+
+def key_questions_by_id(records: Sequence[AnnotationRecord]) -> int:
+    """Key the questions of prediction-style labels as own-id labels key them: by the prediction's id.
+
+    Labels in which an id is labelled for two or more models are in prediction style over predictions (an id
+    shared across models is its question's); each of them whose ``question_id`` is the default (a hash of
+    the question) gets its ``id`` as ``question_id``, the value an own-id label gives it. The two documented
+    styles then resample the same questions under the same names, so give the same intervals. An explicit
+    ``question_id``, and labels whose ids are unique (an annotation file scored directly), are left as they
+    are. Returns how many records were re-keyed."""
+    models_of: dict[str, set[str]] = defaultdict(set)
+    for r in records:
+        models_of[r.id].add(r.model)
+    if not any(len(m) > 1 for m in models_of.values()):
+        return 0
+    n = 0
+    for r in records:
+        if r._question_id_default:  # the hash the schema filled in (of the question as written)
+            r.question_id = r.id
+            n += 1
+    return n
+
+
+__all__ = [
+    "LabelKey",
+    "LabelMatch",
+    "LabelMatcher",
+    "ResponseKey",
+    "key_questions_by_id",
+    "label_name",
+    "load_labels_checked",
+]

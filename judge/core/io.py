@@ -42,15 +42,21 @@ _MMIE_FAMILY_RE = re.compile(r"(?<![A-Za-z])(SA|PBL|MSR)(?![A-Za-z])")
 class InvalidRecordsError(JudgeError, ValueError):
     """One or more bad records; ``errors`` lists every one of them."""
 
-    def __init__(self, errors: list[RecordError], what: str = "records", *, can_skip: bool = True):
+    def __init__(
+        self, errors: list[RecordError], what: str = "records", *, can_skip: bool = True, fix: str = ""
+    ):
+        """``can_skip``: the reader has a ``skip_invalid`` setting to advise (a command names it by its flag);
+        ``fix``: the advice of a reader that has none."""
         self.errors = errors
         if len(errors) == 1:  # one line: the file (and line and field) and what is wrong
             tail = f" (fix it, or pass `skip_invalid` to skip and list invalid {what})" if can_skip else ""
-            super().__init__(f"{errors[0]}{tail}")
+            super().__init__(f"{errors[0]}{tail}{f' ({fix})' if fix and not can_skip else ''}")
             return
         shown = "\n".join(f"  {e}" for e in errors[:20])
         more = f"\n  ... and {len(errors) - 20} more" if len(errors) > 20 else ""
         hint = "\nFix them, or pass `skip_invalid` to skip and list them." if can_skip else ""
+        if fix and not can_skip:
+            hint = f"\n{fix[0].upper()}{fix[1:]}."
         super().__init__(f"{len(errors)} invalid {what}:\n{shown}{more}{hint}")
 
 

@@ -141,6 +141,8 @@ class AnnotationRecord(StrictModel):
     meta: dict[str, Any] = Field(default_factory=dict)
     #: Where the record was read from (set by the loaders; not serialised).
     _source: Location | None = PrivateAttr(default=None)
+    #: Whether ``question_id`` is the default (the question's hash), not given (not serialised).
+    _question_id_default: bool = PrivateAttr(default=False)
 
     _norm_q = field_validator("question", "response", "reference", mode="before")(normalize_content)
 
@@ -161,6 +163,15 @@ class AnnotationRecord(StrictModel):
                 raise ValueError(f"annotator {annotator!r} gives no scores")
         return v
 
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_prediction_benchmark(cls, v: Any) -> Any:
+        # A label is a prediction line (as `judge-data sample` writes it) with `scores` added: its
+        # `benchmark` is accepted and dropped, not refused as an unknown field.
+        if isinstance(v, dict) and "benchmark" in v and isinstance(v["benchmark"], str):
+            return {k: x for k, x in v.items() if k != "benchmark"}
+        return v
+
     @field_validator("rationale", mode="before")
     @classmethod
     def _rationale_shorthand(cls, v: Any) -> Any:
@@ -172,6 +183,7 @@ class AnnotationRecord(StrictModel):
     def _fill_question_id(self) -> AnnotationRecord:
         if self.question_id is None:
             self.question_id = "q-" + content_hash(self.question)[:16]
+            self._question_id_default = True
         if self.rationale:
             unknown = set(self.rationale) - set(self.scores)
             if unknown:

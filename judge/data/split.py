@@ -99,17 +99,18 @@ SAMPLE_UNITS = ("record", "question")
 
 
 def sample_lines(
-    path: str | Path, fraction: float, seed: int = 0, *, by: str = "record"
+    path: str | Path | Sequence[str | Path], fraction: float, seed: int = 0, *, by: str = "record"
 ) -> tuple[list[str], int, int]:
-    """A random share of a JSON Lines file's records, as their lines (verbatim, in file order), how many
-    records the file has and how many units it was drawn from.
+    """A random share of the records of one JSON Lines file or several (one per model, as judge-score takes
+    them), as their lines (verbatim, in file order, the files in the order given), how many records they have
+    and how many units they were drawn from.
 
     ``by="record"``: ``round(fraction x records)`` records (at least one). ``by="question"``:
-    ``round(fraction x questions)`` questions (at least one), each with every record that answers it, so
-    that every model's response to a drawn question is labelled and a pair of models has paired labels
-    (their win rate needs them). A record's question is its ``question_id`` (an annotation record without
-    one: its question's content hash, as the schema fills it), else ``(benchmark, task, id)``: candidate
-    models' predictions for one item share the id (:func:`question_key`).
+    ``round(fraction x questions)`` questions (at least one), each with every record that answers it in
+    every file, so that every model's response to a drawn question is labelled and a pair of models has
+    paired labels (their win rate needs them). A record's question is its ``question_id`` (an annotation
+    record without one: its question's content hash, as the schema fills it), else ``(benchmark, task,
+    id)``: candidate models' predictions for one item share the id (:func:`question_key`).
 
     What to send to annotators for prediction-powered means (``judge-score --labels``): the labelled
     responses must be a random sample of the scored ones. Blank lines are not records."""
@@ -117,7 +118,26 @@ def sample_lines(
         raise JudgeError(f"fraction {fraction} must lie in (0, 1]")
     if by not in SAMPLE_UNITS:
         raise JudgeError(f"`by` {by!r} is not one of {', '.join(SAMPLE_UNITS)}")
-    path = Path(path)
+    paths = [Path(path)] if isinstance(path, (str, Path)) else [Path(p) for p in path]
+    lines: list[str] = []
+    keys: list[tuple[str, ...]] = []
+    for p in paths:
+        numbered = _numbered_lines(p)
+        lines += [ln for _, ln in numbered]
+        if by == "question":
+            keys += _question_keys(p, numbered)
+    if by == "record":
+        k = max(1, round(fraction * len(lines)))
+        keep = sorted(random.Random(seed).sample(range(len(lines)), k))
+        return [lines[i] for i in keep], len(lines), len(lines)
+    questions = sorted(set(keys))
+    k = max(1, round(fraction * len(questions)))
+    drawn = set(random.Random(seed).sample(questions, k))
+    return [ln for ln, q in zip(lines, keys, strict=True) if q in drawn], len(lines), len(questions)
+
+
+def _numbered_lines(path: Path) -> list[tuple[int, str]]:
+    """A JSON Lines file's non-blank lines with their line numbers (an error naming the file otherwise)."""
     if path.suffix.lower() != ".jsonl":
         raise JudgeError(f"{path}: sampling takes a JSON Lines file (.jsonl), one record per line")
     try:
@@ -128,16 +148,7 @@ def sample_lines(
         raise JudgeError(f"{path}: cannot read ({e.strerror or e})") from None
     if not numbered:
         raise JudgeError(f"{path}: no records to sample")
-    lines = [ln for _, ln in numbered]
-    if by == "record":
-        k = max(1, round(fraction * len(lines)))
-        keep = sorted(random.Random(seed).sample(range(len(lines)), k))
-        return [lines[i] for i in keep], len(lines), len(lines)
-    keys = _question_keys(path, numbered)
-    questions = sorted(set(keys))
-    k = max(1, round(fraction * len(questions)))
-    drawn = set(random.Random(seed).sample(questions, k))
-    return [ln for ln, q in zip(lines, keys, strict=True) if q in drawn], len(lines), len(questions)
+    return numbered
 
 
 def question_key(obj: dict) -> tuple[str, ...]:

@@ -193,7 +193,23 @@ def calibration_checks(
                 **(_distribution_intervals(held, values, plan, clusters) if values is not None else {}),
             )
         )
+        if (broken := _coverage_broken(out[-1])) is not None:
+            warnings.append(broken)
     return out, warnings
+
+
+def _coverage_broken(c: CalibrationCheck) -> str | None:
+    """The warning of a coverage whose whole interval lies below the level the intervals promise (None when
+    the promise may hold on these labels)."""
+    cov, level = c.coverage, c.level
+    if level is None or cov.value is None or not cov.ci or cov.ci[1] >= level:
+        return None
+    return (
+        f"{c.scorer}: its {level:.0%} intervals contain {cov.value:.3f} [{cov.ci[0]:.2f}, {cov.ci[1]:.2f}] of "
+        f"the {c.n} held-out human scores, the whole interval below the {level:.0%} promised: the calibration "
+        "does not keep its promise on these labels (refit it with judge-calibrate --human on labelled items "
+        "like these)"
+    )
 
 
 def _ratio_interval(
@@ -318,7 +334,7 @@ def _pairwise_check(
                 continue
             p = preference(a.record.distribution, b.record.distribution, values).p_first_better  # type: ignore[arg-type]
             judge_pref = 0 if p == 0.5 else (1 if p > 0.5 else -1)
-            rows.append((q, bool(sel.trusted_pair(crit, p)), judge_pref == h))
+            rows.append((q, bool(sel.trusted_pair(crit, p)), judge_pref == h, judge_pref == 0))
     if len(rows) < 2:
         return None
     clusters = [r[0] for r in rows]
@@ -331,6 +347,7 @@ def _pairwise_check(
         share_trusted=_ratio_interval(trusted, ones, plan, clusters),
         agreement_trusted=_ratio_interval(agree * trusted, trusted, plan, clusters),
         agreement_all=_ratio_interval(agree, ones, plan, clusters),
+        n_judge_ties=sum(r[3] for r in rows),
     )
 
 

@@ -212,12 +212,12 @@ def load_human(
     Each file resolves its images from ``root``, else its own folder (a ``judge-data build`` split file
     keeps its images beside it, under ``splits/images``).
     """
-    from judge.core.io import load_annotations
+    from judge.core.identity import key_questions_by_id, load_labels_checked
 
     records: list[AnnotationRecord] = []
     first: dict[tuple[str, str], str] = {}  # (model, id) -> the file it came from
     for p in paths:
-        recs = load_annotations(p, rubric=rubric, root=root, check_images=check_images).records
+        recs = load_labels_checked(p, rubric=rubric, root=root, check_images=check_images)
         for r in recs:
             if (r.model, r.id) in first:
                 raise JudgeError(
@@ -226,6 +226,7 @@ def load_human(
                 )
             first[(r.model, r.id)] = str(p)
         records.extend(recs)
+    key_questions_by_id(records)  # both label styles resample the same questions (judge.core.identity)
     return records
 
 

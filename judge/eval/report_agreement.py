@@ -12,7 +12,7 @@ from judge.core.tables import text_table
 from judge.eval.bootstrap import STATS
 from judge.eval.document import Doc, fmt, fmt_ci, pct
 from judge.eval.report_build import SMALL_N
-from judge.eval.report_data import ReportData, SliceKind, SliceReport
+from judge.eval.report_data import Pairwise, ReportData, SliceKind, SliceReport
 
 STAT_LABELS = {"pearson": "Pearson", "spearman": "Spearman", "kendall": "Kendall τb"}
 #: The statistic of the breakdown tables and plots.
@@ -67,7 +67,7 @@ def main_table(data: ReportData) -> tuple[list[str], list[list[str]]]:
                 fmt(m.mae),
                 fmt(m.qwk),
                 pct(m.within1),
-                f"{pct(pw.accuracy)} of {pw.n_pairs}" if pw.accuracy is not None else "–",
+                _pairwise_cell(pw),
             ]
         )
     return header, rows
@@ -76,6 +76,14 @@ def main_table(data: ReportData) -> tuple[list[str], list[list[str]]]:
 def format_main_table(data: ReportData) -> str:
     """The main table as aligned plain text (what the command prints)."""
     return text_table(*main_table(data))
+
+
+def _pairwise_cell(pw: Pairwise) -> str:
+    """The pairwise accuracy with its pairs, and the scorer's ties when it has some (each counted half)."""
+    if pw.accuracy is None:
+        return "–"
+    ties = f" ({pw.n_scorer_ties} tied, half each)" if pw.n_scorer_ties else ""
+    return f"{pct(pw.accuracy)} of {pw.n_pairs}{ties}"
 
 
 def intro_section(d: Doc, data: ReportData) -> None:

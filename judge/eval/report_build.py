@@ -45,6 +45,11 @@ from judge.eval.stats import point_metrics
 
 #: Below this many items (or questions) an interval is flagged as too rough to lean on.
 SMALL_N = 30
+#: What the mark of a small-sample value means in a report (wherever a report's table is shown).
+SMALL_LEGEND = (
+    f"† marks a value computed on fewer than {SMALL_N} items or questions: its interval is too wide, and too "
+    "unstable, to mean much."
+)
 
 
 DEFINITIONS = [
@@ -71,7 +76,8 @@ DEFINITIONS = [
     "same held-out items, the share of scores trusted and the agreement on them (the calibrated score within "
     "the thresholds' tolerance of the human mean score) beside the agreement on every score; pairwise, the "
     "pairs of responses to one question that the annotators' majority orders, the judge agreeing when its "
-    "preference from the calibrated distributions points the same way.",
+    "preference from the calibrated distributions points the same way (a pair it ties, no preference, counts as "
+    "a disagreement; the main table's pairwise accuracy counts it as half).",
     "Prediction-powered inference check (rubric-scale scorers, overall score): each of {draws} random draws "
     "resamples the questions with replacement (every response to a drawn question with it) and labels "
     "{fraction:.0%} of them (every model's response to each), as judge-data sample --by question does; per "
@@ -93,8 +99,7 @@ DEFINITIONS = [
     "0; per responding model the offset mean(scorer - human) and the offset relative to the median offset over "
     "models, flagged when that interval excludes 0 (rubric-scale scorers only); Kendall tau-b between the "
     "models ranked by mean scorer score and by mean human score.",
-    f"† marks a value computed on fewer than {SMALL_N} items or questions: its interval is too wide, and too "
-    "unstable, to mean much.",
+    SMALL_LEGEND,
 ]
 
 

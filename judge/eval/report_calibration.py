@@ -4,10 +4,12 @@ means (:mod:`judge.eval.ppi_check`); and what ``judge-report`` prints of them.""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from judge.core.tables import text_table
 from judge.eval.document import Doc, fmt, fmt_ci, pct
+from judge.eval.report_build import SMALL_N
 from judge.eval.report_data import (
     CalibrationCheck,
     Interval,
@@ -208,7 +210,9 @@ def selective_section(d: Doc, data: ReportData) -> None:
                 f"Pairwise, {pw.n} held-out pairs of responses to one question that the annotators order: "
                 f"{trusted_share_text(pw.share_trusted, pw.no_threshold, suffix=' trusted')}, agreement "
                 f"{fmt_ci(pw.agreement_trusted)} on them, "
-                f"{fmt_ci(pw.agreement_all)} on all pairs."
+                f"{fmt_ci(pw.agreement_all)} on all pairs. The judge ties {pw.n_judge_ties} of the {pw.n} "
+                "pairs (no preference): each counts as a disagreement here, and as half in the main table's "
+                "pairwise accuracy."
             )
 
 
@@ -279,14 +283,15 @@ def ppi_section(d: Doc, data: ReportData) -> None:
             f"contain the all-human mean (human-only: {_share(c.human_coverage, c.human_coverage_se)}); mean width "
             f"{fmt(c.ppi_mean_width)} (human-only {fmt(c.human_mean_width)}). Win rates: {c.win_n_intervals} PPI "
             f"intervals, {_share(c.win_ppi_coverage, c.win_ppi_coverage_se)} cover (human-only "
-            f"{_share(c.win_human_coverage)}). {c.n_bounded} PPI estimates were moved into their range (†)."
+            f"{_share(c.win_human_coverage)}). {c.n_bounded} PPI estimates were moved into their range (marked ‡; † in "
+            f"this report marks fewer than {SMALL_N} items or questions)."
         )
 
 
 def _est(mean: float | None, ci: list[float] | None, bounded: list[str] | None = None) -> str:
     if mean is None:
         return "undefined"
-    return f"{mean:.3f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "") + (" †" if bounded else "")
+    return f"{mean:.3f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "") + (" ‡" if bounded else "")
 
 
 def _share(x: float | None, se: float | None = None) -> str:
@@ -325,6 +330,9 @@ def format_calibration_summary(
             f"{fmt_ci(sel.agreement_trusted)} on them, {fmt_ci(sel.agreement_all)} on all"
         )
     for p in ppi:
+        if p.n_intervals == 0 and p.min_labels and p.n_labelled < p.min_labels:
+            lines.append(_ppi_too_few(p))
+            continue
         lines.append(
             f"  {p.scorer}, PPI with {p.fraction:.0%} of the questions labelled, over {p.draws} draws: "
             f"{_share(p.ppi_coverage, p.ppi_coverage_se)} of {p.n_intervals} PPI intervals cover the model's "
@@ -333,6 +341,19 @@ def format_calibration_summary(
             f"(human-only {_share(p.win_human_coverage)})"
         )
     return lines
+
+
+def _ppi_too_few(p: PPICheck) -> str:
+    """The PPI check's line when no draw had the labels an estimate needs: why, and what would give one
+    (settings in backticks: the command names them by its flags)."""
+    assert p.min_labels is not None
+    need = math.ceil(p.min_labels / p.fraction)
+    return (
+        f"  {p.scorer}, PPI with {p.fraction:.0%} of the questions labelled, over {p.draws} draws: no "
+        f"estimate: a draw labels {p.n_labelled} of the {p.n_questions or '–'} labelled questions, fewer than "
+        f"the {p.min_labels} an estimate needs (`min_labels`); the check needs {need} labelled questions at "
+        f"this `ppi_fraction` (or a larger `ppi_fraction`)"
+    )
 
 
 def _v(x: Interval | None) -> float | None:

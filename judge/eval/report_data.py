@@ -351,6 +351,9 @@ class SelectivePairs(_Data):
     agreement_trusted: Interval
     agreement_all: Interval
     no_threshold: bool | None = None  #: the thresholds hold no pairwise one (None: unknown)
+    #: pairs the judge ties (preference exactly 1/2): counted as disagreements here (a tie is no preference,
+    #: never trusted); the main table's pairwise accuracy counts a tie as half
+    n_judge_ties: int = 0
 
 
 def trusted_share_text(

@@ -89,14 +89,14 @@ class Labels:
 def load_labels(paths: Sequence[str | Path], rubric=None) -> Labels:
     """The human labels of annotation files (images are not needed, so not checked); a response labelled
     in two files is an error naming both."""
-    from judge.core.io import load_annotations
+    from judge.core.identity import load_labels_checked
     from judge.data.aggregate import aggregate_record
 
     values: LabelValues = {}
     questions: dict[tuple[str, str], str] = {}
     where: dict[tuple[str, str], str] = {}
     for p in paths:
-        for rec in load_annotations(p, rubric=rubric, check_images=False).records:
+        for rec in load_labels_checked(p, rubric=rubric):
             key = (rec.model, rec.id)
             if key in where:
                 raise JudgeError(

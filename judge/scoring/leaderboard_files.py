@@ -95,6 +95,13 @@ def board_title(board: dict[str, Any]) -> str:
 
 #: The mark of an estimate a range bound moved (explained under the table).
 BOUNDED = "†"
+#: What :data:`BOUNDED` means: every place that shows a board with it prints this under it (summary.md,
+#: judge-score's console, judge-view).
+BOUNDED_LEGEND = (
+    f"{BOUNDED} an end of the interval (or the mean) fell outside its range (the rubric's scale; [0, 1] "
+    "for a win rate) and was set to the range's end: the interval keeps its coverage, since the true "
+    "value lies in the range."
+)
 
 
 def _ci(ci: list[float] | None, digits: int = 3) -> str:
@@ -157,11 +164,7 @@ def board_markdown(board: dict[str, Any], level: float = LEVEL) -> str:
         )
     parts = [head + md_table(*board_table(board, level))]
     if _any_bounded(board):
-        parts.append(
-            f"{BOUNDED} an end of the interval (or the mean) fell outside its range (the rubric's scale; [0, 1] "
-            "for a win rate) and was set to the range's end: the interval keeps its coverage, since the true "
-            "value lies in the range."
-        )
+        parts.append(BOUNDED_LEGEND)
     if board["win_rates"]:
         models = [r["model"] for r in board["models"] if r["rank"] is not None]
         cell = {(w["model"], w["opponent"]): w for w in board["win_rates"]}
@@ -419,6 +422,7 @@ __all__ = [
     "WIN_RATE_COLUMNS",
     "board_markdown",
     "board_table",
+    "BOUNDED_LEGEND",
     "board_title",
     "leaderboard_markdown",
     "leaderboard_plot",

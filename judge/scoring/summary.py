@@ -487,6 +487,8 @@ def render_console(summary: dict[str, Any]) -> str:
                 f"leaderboard, {lbf.board_title(board)}, ranked by {lbf.ranked_by(board)}:",
                 text_table(header, [[cell(x) for x in r] for r in rows]),
             ]
+            if any(lbf.BOUNDED in str(x) for r in rows for x in r):  # the mark explained where it shows
+                parts.append(lbf.BOUNDED_LEGEND)
     overall = [r for r in summary.get("metrics") or [] if r["level"] == "overall" and r["mode"] != "judge"]
     if overall:
         rows = [

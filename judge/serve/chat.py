@@ -211,6 +211,8 @@ def _score(service: JudgeService, req: ChatRequest, match: JudgeMatch) -> Answer
                 else {}
             ),
             **({"trusted": rec.trusted} if rec.trusted is not None else {}),
+            # false: a criterion the judge never learned, as /v1/score and the score records say it
+            **({"trained": rec.trained} if rec.trained is not None else {}),
         },
     )
 

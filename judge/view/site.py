@@ -246,7 +246,13 @@ def _summary(view: ViewData, plots: list[tuple[str, str, Path]]) -> dict[str, An
     if verdicts:
         sections.append(_verdict_section(verdicts, files.paths))
     sections.append({"title": f"Run {view.run_dir}", "tables": [{"columns": ["", ""], "rows": facts}]})
-    from judge.scoring.leaderboard_files import board_table, board_title, ranked_by
+    from judge.scoring.leaderboard_files import (
+        BOUNDED,
+        BOUNDED_LEGEND,
+        board_table,
+        board_title,
+        ranked_by,
+    )
 
     boards = ((view.summary or {}).get("leaderboard") or {}).get("boards") or []
     if boards:
@@ -255,6 +261,8 @@ def _summary(view: ViewData, plots: list[tuple[str, str, Path]]) -> dict[str, An
             cols, body = board_table(board)
             # The caption says what the board is ranked by: the all-tasks board may follow PPI, a task's the judge.
             caption = f"{board_title(board)}: ranked by {ranked_by(board)}"
+            if any(BOUNDED in str(x) for r in body for x in r):  # its mark explained where it shows
+                caption += f". {BOUNDED_LEGEND}"
             tables.append({"caption": caption, "columns": cols, "rows": body})
         sections.append(
             {
@@ -276,7 +284,12 @@ def _summary(view: ViewData, plots: list[tuple[str, str, Path]]) -> dict[str, An
             for pc in data.paired
             if pc.slice == data.main and pc.spearman is not None
         ]  # fmt: skip
-        tables = [{"caption": data.main_slice.title, "columns": cols, "rows": body}]
+        caption = data.main_slice.title
+        if any("†" in str(x) for row in body for x in row):  # the report's mark, explained where it shows
+            from judge.eval.report_build import SMALL_LEGEND
+
+            caption += f". {SMALL_LEGEND}"
+        tables = [{"caption": caption, "columns": cols, "rows": body}]
         if paired:
             tables.append(
                 {

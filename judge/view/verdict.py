@@ -189,8 +189,18 @@ def agreement_verdict(files: RunFiles, scorer: str) -> Verdict | None:
                " (the interval spans 0)")
         )  # fmt: skip
     share = ""
+    ci = mine.get("ci")
     if mine.get("value") is not None and ceiling.get("value"):
         share = f", {mine['value'] / ceiling['value']:.0%} of the annotators' {ceiling['value']:.3f}"
+        # A share of the ceiling only for an agreement shown: an interval reaching 0 shows none (and a
+        # negative share would read as a measure of something).
+        if ci and ci[0] <= 0:
+            what = (
+                "no agreement shown (the interval contains 0)"
+                if ci[1] >= 0
+                else "an inverse agreement (the interval lies below 0)"
+            )
+            share = f", {what}, against the ceiling of the annotators' {ceiling['value']:.3f}"
     words: dict[str, list[str]] = {}
     for other, word, shown in against:
         words.setdefault(word, []).append(f"{other} ({shown})" if word != "undefined" else other)
@@ -351,6 +361,14 @@ def _rule_key(rules: dict[str, Any], criterion: str) -> str | None:
     return criterion if criterion in rules else "*" if "*" in rules else next(iter(rules), None)
 
 
+def _ties(pairs: dict[str, Any]) -> str:
+    """The tie rule of the selective pairwise agreement, with the count (the main table counts ties half)."""
+    return (
+        f"the judge ties {pairs['n_judge_ties']} of the {pairs['n']} pairs, each counted as a disagreement; "
+        "the report's main table counts a tie as half"
+    )
+
+
 def selective_verdict(files: RunFiles, scorer: str | None, criterion: str = OVERALL) -> Verdict | None:
     sel = files.selective
     if sel is not None and files.used.get("selective") is not None:
@@ -387,6 +405,8 @@ def selective_verdict(files: RunFiles, scorer: str | None, criterion: str = OVER
                 f"on the report's {on_test['n']} held-out {unit}: {trusted}, agreement "
                 f"{_pct_iv(on_test['agreement_trusted'])} on them against {_pct_iv(on_test['agreement_all'])} on all"
             )
+            if kind == "pairwise" and on_test.get("n_judge_ties"):
+                test += f" ({_ties(on_test)})"
         if key is None:
             if on_test:
                 heads.append(f"{kind}: {_pct(on_test['share_trusted']['value'])} of {unit} trusted")
@@ -435,6 +455,7 @@ def selective_verdict(files: RunFiles, scorer: str | None, criterion: str = OVER
                 + (
                     f", agreement {_pct(on_test['agreement_trusted']['value'])} on them vs "
                     f"{_pct(on_test['agreement_all']['value'])} on all"
+                    + (f" ({_ties(on_test)})" if kind == "pairwise" and on_test.get("n_judge_ties") else "")
                     if on_test
                     else ""
                 )
