@@ -19,6 +19,7 @@ from judge.eval.bootstrap import (
     weighted_mae,
     weighted_mse,
 )
+from judge.eval.ppi import GUARD_BELOW
 from judge.eval.report_data import load_report
 from judge.eval.stats import cosine_similarity
 
@@ -187,8 +188,15 @@ def test_ppi_checks_one_run_is_ppi_python_and_students_t_on_the_questions_it_lab
         assert m.first_draw.n_labelled == len(lab) and m.first_draw.ppi_mean == pytest.approx(
             float(np.squeeze(point))
         )
+        # Below GUARD_BELOW (30) labels a bounded mean is guarded (issue 38's statistics review): Student's
+        # interval on the labels, united with Student's on the labels plus one pseudo-label at each end of
+        # the scale, clipped to it.
+        assert len(y) < GUARD_BELOW
         ci = stats.ttest_1samp(y, 0.0).confidence_interval(0.95)
-        assert m.first_draw.human_ci == pytest.approx([max(0.0, ci.low), min(6.0, ci.high)])
+        padded = stats.ttest_1samp(np.append(y, [0.0, 6.0]), 0.0).confidence_interval(0.95)
+        assert m.first_draw.human_ci == pytest.approx(
+            [max(0.0, min(ci.low, padded.low)), min(6.0, max(ci.high, padded.high))]
+        )
         assert m.all_human_mean == pytest.approx(np.mean([human[x["id"]] for x in mine]))
     assert p.n_intervals == sum(m.n_draws for m in p.models) and p.win_rates
 
@@ -216,13 +224,22 @@ def _scorer(n_questions: int, seed: int):
 @pytest.mark.slow
 def test_ppi_check_intervals_cover_at_their_level_over_2000_draws():
     # The issue's check: the audit's normal intervals with ddof 0 covered 92.8% and 93.6% at 95% over such
-    # draws; Student's t (PPI's variance by the jackknife) must be within a point of the level.
+    # draws; Student's t (PPI's variance by the jackknife), guarded at few labels, must keep the level.
     from judge.eval.ppi_check import ppi_checks
 
     (p,) = ppi_checks([_scorer(60, 1)], 0.2, 2000, seed=0, scale=(0, 6), min_labels=10)
     assert p.n_labelled == 12 and p.n_intervals == 3 * 2000
-    assert abs(p.ppi_coverage - 0.95) <= 0.01, p.ppi_coverage
-    assert abs(p.human_coverage - 0.95) <= 0.01, p.human_coverage
+    # 12 labels are below GUARD_BELOW: the means are guarded (issue 38's statistics review: unguarded, skewed
+    # labels covered 70-80% at 95%), so at least the level, and conservative rather than wide open.
+    assert p.n_labelled < GUARD_BELOW
+    assert p.ppi_coverage >= 0.94 and p.human_coverage >= 0.94, (p.ppi_coverage, p.human_coverage)
+    # At 30 labels (no guard for spread labels) Student's t is within a point and a half of the level.
+    (at30,) = ppi_checks([_scorer(60, 1)], 0.5, 2000, seed=0, scale=(0, 6), min_labels=10)
+    assert at30.n_labelled == GUARD_BELOW
+    assert abs(at30.ppi_coverage - 0.95) <= 0.015 and abs(at30.human_coverage - 0.95) <= 0.015, (
+        at30.ppi_coverage,
+        at30.human_coverage,
+    )
     # The error over draws (a draw's three intervals share its labels: tests/test_ppi_check_se.py checks the
     # formula): near the binomial figure of independent intervals, never below half of it.
     binomial = np.sqrt(p.ppi_coverage * (1 - p.ppi_coverage) / 6000)
