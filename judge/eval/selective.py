@@ -500,15 +500,17 @@ def plan_advice(sel: Selective | dict[str, Any], kind: str, key: str) -> str:
     need_unit = p.get("unit") or unit
     power = p.get("power") or plan.get("power")
     chance = f" for a {power:.0%} chance of certifying it" if power else ""
-    total = (
-        ""
-        if kind == "pairwise"
-        else f" (about {math.ceil(need / (plan.get('conformal_fraction') or 0.5))} labelled items in all)"
-    )
+    total = "" if kind == "pairwise" else f" (about {_labelled_in_all(plan, need)} labelled items in all)"
     return (
         f"{seen}: a promise at it needs about {need} held-out {need_unit}{total}{chance} if the judge "
         "really agrees that often (judge-calibrate --selective --plan)"
     )
+
+
+def _labelled_in_all(plan: dict[str, Any], need: int) -> int:
+    """Labelled items a plan's ``need`` held-out items take in all: the calibration holds out its
+    ``conformal_fraction`` of them (0.5 when the plan does not say)."""
+    return math.ceil(need / (plan.get("conformal_fraction") or 0.5))
 
 
 def format_plan(sel: Selective) -> str:
@@ -536,7 +538,7 @@ def format_plan(sel: Selective) -> str:
                     held,
                     f"{p.get('observed_agreement', 0):.3f}",
                     "none (observed agreement not above the target)" if need is None else str(need),
-                    "-" if need is None or kind == "pairwise" else str(math.ceil(need / frac)),
+                    "-" if need is None or kind == "pairwise" else str(_labelled_in_all(plan, need)),
                 ]
             )
         if rows:
