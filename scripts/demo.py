@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 #: The demo's own training length (judge/rubrics/demo.yaml: train.max_steps) and --quick's.
 DEMO_STEPS = 300
 QUICK_STEPS = 60
-#: Seconds on the 2-core development machine (README.md, "How long it takes": the three runs of
+#: Seconds on the 2-core development machine (docs/demo.md, "How long it takes": the three runs of
 #: scripts/demo_seeds.py, 300 steps each, the median run): everything but the training steps, and one step.
 FIXED_S = 60
 STEP_S = 0.29

@@ -20,9 +20,9 @@
 #      untrained vs CLIPScore against the annotators' ceiling, the audit's verdicts, what calibration chose
 #      and what selective evaluation trusted, read from the files above (judge/view/verdict.py).
 # Everything runs on the CPU, in one Python process (scripts/demo.py: each step prints the command it stands
-# for); nothing is downloaded. How long it takes: printed at the start, and README.md.
+# for); nothing is downloaded. How long it takes: printed at the start, and docs/demo.md.
 #
-#   bash scripts/demo.sh                 the demo as README.md describes it
+#   bash scripts/demo.sh                 the demo as README.md and docs/demo.md describe it
 #   bash scripts/demo.sh --quick         fewer training steps: a quicker look, a weaker judge
 #   bash scripts/demo.sh --steps N       N training steps (the demo's own: demo.yaml's train.max_steps)
 #   bash scripts/demo.sh --seed N        another training seed (data order); scripts/demo_seeds.py runs three

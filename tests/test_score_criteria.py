@@ -151,10 +151,12 @@ def test_the_api_scores_the_trained_criteria_by_default_and_marks_the_others(ove
 def test_a_query_gets_exactly_the_criteria_it_names_and_a_run_adds_overall_as_the_readme_says(overall_judge):
     """judge-score --criteria text_quality writes overall too (a run's leaderboard reads it: tested above);
     Judge.score(criteria=["text_quality"]) answers text_quality only. The README says both rules, where the
-    reader looks for which criteria a call scores (it said the CLI's only, so the API read as a mismatch)."""
+    reader looks for which criteria a call scores (it said the CLI's only, so the API read as a mismatch): since
+    the README became a front door, that is judge-score's page, docs/scoring.md ("Which criteria")."""
     from judge import Judge
 
-    readme = " ".join((Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8").split())
+    page = Path(__file__).resolve().parents[1] / "docs" / "scoring.md"
+    readme = " ".join(page.read_text(encoding="utf-8").split())
     assert "a run always has `overall`, which its leaderboard and audits read" in readme
     assert (
         'A single query names exactly what it gets: `Judge.score(items, criteria=["text_quality"])`, '

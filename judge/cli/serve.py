@@ -18,7 +18,7 @@ examples (from the repository root, after scripts/demo.sh):
                                                               all interfaces, with a key
   curl -s localhost:8000/v1/score -H 'Content-Type: application/json' -d '{{"items": [{{"id": "q1",
        "task": "SA", "question": "Continue the story.", "response": "Then it rained."}}]}}'
-Two Ray Serve replicas: --ray --replicas 2 (pip install 'judge[ray]'; README.md, docs/serving.md).
+Two Ray Serve replicas: --ray --replicas 2 (pip install 'judge[ray]'; docs/serving.md).
 """
 
 GROUPS = {
