@@ -65,7 +65,9 @@ def build_model(cfg: RunConfig):
     if targets == "language":
         # Only the language model's projections: the vision tower has q/k/v-like names of its own.
         targets = family.lora_pattern()
-    modules_to_save = family.trained_modules(cfg.lora.train_vision, cfg.lora.train_projector)
+    modules_to_save = _module_names(
+        model, family.trained_modules(cfg.lora.train_vision, cfg.lora.train_projector)
+    )
     lcfg = LoraConfig(
         r=cfg.lora.r,
         lora_alpha=cfg.lora.alpha,
@@ -88,6 +90,26 @@ def build_model(cfg: RunConfig):
             if param.requires_grad and param.dtype in (torch.bfloat16, torch.float16):
                 param.data = param.data.float()
     return model, processor, dtype
+
+
+def _module_names(model, parts: list[str]) -> list[str]:
+    """``parts`` as PEFT's ``modules_to_save`` takes them: a list of modules (Qwen's ``visual.blocks``) as its
+    members, which PEFT can copy one by one (it refuses a ``ModuleList``)."""
+    import torch
+
+    out: list[str] = []
+    for part in parts:
+        lists = [
+            (name, m)
+            for name, m in model.named_modules()
+            if name.endswith(part) and isinstance(m, torch.nn.ModuleList)
+        ]
+        if not lists:
+            out.append(part)
+            continue
+        for _, m in lists[:1]:
+            out += [f"{part}.{child}" for child, _ in m.named_children()]
+    return out
 
 
 def liger_unavailable() -> str | None:
