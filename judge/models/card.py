@@ -28,6 +28,7 @@ from judge.core.atomic import write_json
 from judge.core.errors import ConfigError, invalid
 from judge.core.io import hash_file
 from judge.core.template import TargetFormat
+from judge.models.families import by_tiny_name
 
 if TYPE_CHECKING:
     from judge.models.calibration import Calibration
@@ -132,6 +133,8 @@ class JudgeCard(_CardPart):
 
     judge_card_version: int = 1
     base_model: str  #: hub id, folder or ``tiny:seed=N`` the adapter (or the full training) started from
+    #: the base's family (:mod:`judge.models.families`: ``internvl``, ``qwen2.5-vl``); None on older cards
+    family: str | None = None
     finetune: Literal["lora", "full"] | None = None
     quantization: Literal["none", "4bit", "8bit"] | None = None
     rubric: CardRubric
@@ -356,11 +359,12 @@ def judge_fingerprint(source: str | Path) -> str:
         _hash_files(h, p, files)
     elif p.is_dir():
         _hash_files(h, p, _model_files(p))
-    elif str(source).startswith("tiny"):
+    elif (family := by_tiny_name(str(source))) is not None:
         from judge.models.loading import build_tiny_scorer, tiny_seed
 
-        model, processor = build_tiny_scorer(seed=tiny_seed(str(source)))
-        h.update(f"tiny:{tiny_seed(str(source))}\0".encode())
+        seed = tiny_seed(str(source))
+        model, processor = build_tiny_scorer(seed=seed, name=family.tiny)
+        h.update(f"{family.tiny}:{seed}\0".encode())
         for name, t in sorted(model.state_dict().items()):
             h.update(name.encode())
             h.update(t.detach().contiguous().cpu().numpy().tobytes())

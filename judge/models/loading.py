@@ -1,6 +1,7 @@
 """Load a scorer (base model, base + LoRA adapter, or merged) and its processor through one code path.
 
-``load_scorer("tiny")`` builds the seeded tiny InternVL model in memory; any other
+``load_scorer("tiny")`` builds the seeded tiny InternVL model in memory (``tiny-qwen2.5-vl`` the tiny
+Qwen2.5-VL, :mod:`judge.models.families`); any other
 value is a local folder or a hub id that ``AutoModelForImageTextToText`` loads
 (native InternVL checkpoints such as ``OpenGVLab/InternVL3-1B-hf`` included).
 Weights load from safetensors only, and remote code runs only when asked.
@@ -17,6 +18,16 @@ from typing import TYPE_CHECKING
 
 from judge.core.errors import ConfigError
 from judge.models.devices import check_device, resolve_dtype
+from judge.models.families import (
+    FAMILIES,
+    INTERNVL,
+    QWEN25VL,
+    by_model_type,
+    by_processor_class,
+    by_tiny_name,
+    quantization_skip,
+)
+from judge.models.families import load_processor as load_family_processor
 from judge.models.sources import TINY_NAME as _TINY
 from judge.models.sources import check_model_source, tiny_seed
 
@@ -26,6 +37,7 @@ if TYPE_CHECKING:
 # Re-exported: callers of these names from here keep working (they live in devices and sources now).
 __all__ = [
     "build_tiny_processor",
+    "build_tiny_qwen_processor",
     "build_tiny_scorer",
     "check_device",
     "check_model_source",
@@ -74,8 +86,37 @@ def build_tiny_processor(spec=None, rubric="mmie"):
     )
 
 
-def build_tiny_scorer(seed: int = 0, spec=None, rubric="mmie"):
-    """Return ``(model, processor)``: the randomly initialised, seeded tiny InternVL judge on the CPU."""
+def build_tiny_qwen_processor(spec=None, rubric="mmie"):
+    """The tiny Qwen2.5-VL's processor: its tokenizer and dynamic-resolution image processor
+    (:mod:`judge.testing.tiny_qwen25vl`)."""
+    from judge.models.processor import Qwen2_5_VLImageTextProcessor
+    from judge.testing.tiny_qwen25vl import (
+        CHAT_TEMPLATE,
+        TinyQwenSpec,
+        build_tiny_qwen_image_processor,
+        build_tiny_qwen_tokenizer,
+    )
+
+    spec = spec or TinyQwenSpec()
+    return Qwen2_5_VLImageTextProcessor(
+        image_processor=build_tiny_qwen_image_processor(spec),
+        tokenizer=build_tiny_qwen_tokenizer(spec, rubric),
+        chat_template=CHAT_TEMPLATE,
+    )
+
+
+def build_tiny_scorer(seed: int = 0, spec=None, rubric="mmie", name: str = "tiny"):
+    """Return ``(model, processor)``: a randomly initialised, seeded tiny judge on the CPU; ``name`` is the
+    family's tiny name (``tiny``: InternVL, ``tiny-qwen2.5-vl``: Qwen2.5-VL; no ``:seed=``)."""
+    family = by_tiny_name(name)
+    if family is QWEN25VL:
+        from judge.testing.tiny_qwen25vl import TinyQwenSpec, build_tiny_qwen_model
+
+        qspec = spec or TinyQwenSpec()
+        processor = build_tiny_qwen_processor(qspec, rubric)
+        return build_tiny_qwen_model(processor.tokenizer, seed, qspec), processor
+    if family is not INTERNVL:
+        raise ConfigError(f"{name!r} is not a tiny model name ({', '.join(f.tiny for f in FAMILIES)})")
     from judge.testing.tiny import TinySpec, build_tiny_model
 
     spec = spec or TinySpec()
@@ -83,35 +124,34 @@ def build_tiny_scorer(seed: int = 0, spec=None, rubric="mmie"):
     return build_tiny_model(processor.tokenizer, seed, spec), processor
 
 
-def save_tiny_scorer(out_dir: str | Path, seed: int = 0) -> Path:
-    """Build the tiny scorer and save model and processor with ``save_pretrained`` (a model folder)."""
+def save_tiny_scorer(out_dir: str | Path, seed: int = 0, name: str = "tiny") -> Path:
+    """Build a tiny scorer and save model and processor with ``save_pretrained`` (a model folder)."""
     out_dir = Path(out_dir)
-    model, processor = build_tiny_scorer(seed)
+    model, processor = build_tiny_scorer(seed, name=name)
     model.save_pretrained(out_dir)
     processor.save_pretrained(out_dir)
     return out_dir
 
 
 def load_processor(path_or_id: str, trust_remote_code: bool = False):
-    """The processor of a checkpoint; InternVL checkpoints get the torchvision-free one."""
+    """The processor of a checkpoint; a family's checkpoints (:mod:`judge.models.families`) get its
+    torchvision-free one."""
     from transformers import AutoConfig, AutoProcessor
-
-    from judge.models.processor import InternVLImageTextProcessor
 
     m = _TINY.match(path_or_id)
     if m:
-        return build_tiny_processor()
+        return build_tiny_qwen_processor() if by_tiny_name(path_or_id) is QWEN25VL else build_tiny_processor()
     folder = Path(path_or_id)
     if folder.is_dir() and not (folder / "config.json").is_file():
         # A processor saved on its own (a judge's processor/): its processor_config names the class.
         pc = folder / "processor_config.json"
         cls = json.loads(pc.read_text(encoding="utf-8")).get("processor_class", "") if pc.is_file() else ""
-        if "InternVL" in cls:
-            return InternVLImageTextProcessor.from_pretrained(path_or_id)
+        if (family := by_processor_class(cls)) is not None:
+            return load_family_processor(family, path_or_id)
         return AutoProcessor.from_pretrained(path_or_id, trust_remote_code=trust_remote_code)
     config = AutoConfig.from_pretrained(path_or_id, trust_remote_code=trust_remote_code)
-    if config.model_type == "internvl":
-        return InternVLImageTextProcessor.from_pretrained(path_or_id)
+    if (family := by_model_type(config.model_type)) is not None:
+        return load_family_processor(family, path_or_id)
     return AutoProcessor.from_pretrained(path_or_id, trust_remote_code=trust_remote_code)
 
 
@@ -145,12 +185,12 @@ def load_scorer(
     if m and quantization is not None:
         # bitsandbytes quantizes while loading: go through a saved copy of the tiny model.
         with tempfile.TemporaryDirectory(prefix="judge-tiny-") as tmp:
-            save_tiny_scorer(tmp, seed=tiny_seed(path_or_id))
+            save_tiny_scorer(tmp, seed=tiny_seed(path_or_id), name=m.group("name"))
             return load_scorer(
                 tmp, adapter, dtype, device, quantization, trust_remote_code, attn_implementation, device_map
             )
     if m:
-        model, processor = build_tiny_scorer(seed=tiny_seed(path_or_id))
+        model, processor = build_tiny_scorer(seed=tiny_seed(path_or_id), name=m.group("name"))
         model = model.to(dtype=torch_dtype)
     else:
         from transformers import AutoModelForImageTextToText
@@ -180,7 +220,7 @@ def quantization_config(kind: str, compute_dtype: torch.dtype):
 
     # Only the language model is quantized: the vision tower and projector are small, keep their
     # precision and stay trainable (lora.train_vision / train_projector), and the head stays exact.
-    skip = [r".*vision_tower", r".*multi_modal_projector", "lm_head"]  # patterns match from the name's start
+    skip = quantization_skip()  # every family's vision parts and head; patterns match from the name's start
     if kind == "4bit":
         return BitsAndBytesConfig(
             load_in_4bit=True,

@@ -56,7 +56,7 @@ class PackedRow:
     """Requests laid end to end in one row: token ids, positions, and what the mask and read-out need."""
 
     input_ids: torch.Tensor  #: (1, L)
-    position_ids: torch.Tensor  #: (1, L)
+    position_ids: torch.Tensor  #: (1, L), or (axes, 1, L) for multi-axis rotary positions
     segment: torch.Tensor  #: (L,) int32: one id per prefix and per suffix, unique in the row
     request: torch.Tensor  #: (L,) int32: which request of the row each token belongs to
     in_prefix: torch.Tensor  #: (L,) bool: whether each token is in its request's prefix
@@ -76,11 +76,15 @@ def pack_row(batch: Sequence[Encoded]) -> PackedRow:
     req: list[int] = []
     pre: list[bool] = []
     readout: list[int] = []
+    axes: list[torch.Tensor] = []  # multi-axis positions (Qwen's M-RoPE), where the requests have them
     n_seg = 0
     for r, e in enumerate(batch):
         p = kept_prefix_len(e)
         ids += e.input_ids[0][:p]
         pos += range(p)
+        if e.positions is not None:
+            axes.append(e.positions[0][:, :p])
+            axes += [x[:, p:] for x in e.positions]
         seg += [n_seg] * p
         req += [r] * p
         pre += [True] * p
@@ -97,7 +101,8 @@ def pack_row(batch: Sequence[Encoded]) -> PackedRow:
     pv = [e.pixel_values for e in batch if e.pixel_values is not None]
     return PackedRow(
         input_ids=torch.tensor([ids], dtype=torch.long),
-        position_ids=torch.tensor([pos], dtype=torch.long),
+        # (1, L), or (axes, 1, L): a suffix's multi-axis positions are its own in its full prompt
+        position_ids=torch.cat(axes, dim=1)[:, None, :] if axes else torch.tensor([pos], dtype=torch.long),
         segment=torch.tensor(seg, dtype=torch.int32),
         request=torch.tensor(req, dtype=torch.int32),
         in_prefix=torch.tensor(pre, dtype=torch.bool),

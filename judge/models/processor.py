@@ -1,4 +1,4 @@
-"""An InternVL processor for images and text only, so `judge` runs without torchvision.
+"""Processors for images and text only (InternVL, Qwen2.5-VL), so `judge` runs without torchvision.
 
 The stock ``InternVLProcessor`` insists on a video processor, and InternVL's video
 processor needs torchvision. A judge never sees video, so this subclass drops
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-from transformers import InternVLProcessor
+from transformers import InternVLProcessor, Qwen2_5_VLProcessor
 from transformers.processing_utils import ProcessorMixin
 
 
@@ -44,12 +44,34 @@ class InternVLImageTextProcessor(InternVLProcessor):
         return super().__call__(images=images, text=text, **kwargs)
 
 
+class Qwen2_5_VLImageTextProcessor(Qwen2_5_VLProcessor):
+    """``Qwen2_5_VLProcessor`` without the video processor (no torchvision needed): the same expansion of
+    ``<|vision_start|><|image_pad|><|vision_end|>`` to one ``<|image_pad|>`` per merged patch, the same dynamic
+    resolution between the image processor's ``min_pixels`` and ``max_pixels`` (its PIL backend)."""
+
+    def __init__(self, image_processor=None, tokenizer=None, chat_template=None, **kwargs):
+        # Skip Qwen2_5_VLProcessor.__init__, which requires a video processor; set what it sets.
+        self.image_token = getattr(tokenizer, "image_token", None) or "<|image_pad|>"
+        self.video_token = getattr(tokenizer, "video_token", None) or "<|video_pad|>"
+        self.image_token_id = tokenizer.convert_tokens_to_ids(self.image_token)
+        self.video_token_id = tokenizer.convert_tokens_to_ids(self.video_token)
+        ProcessorMixin.__init__(self, image_processor, tokenizer, chat_template=chat_template, **kwargs)
+
+    def __call__(self, images=None, text=None, videos=None, **kwargs):
+        if videos is not None:
+            raise ValueError("Qwen2_5_VLImageTextProcessor handles images and text only, not video")
+        return super().__call__(images=images, text=text, **kwargs)
+
+
 def tiling_pixels(processor) -> int | None:
     """The most pixels of one image the judge can look at: ``max_patches x tile height x tile width`` of an
     InternVL-style tiling image processor (one tile when it does not crop to patches); ``None`` when the
     processor does not say. An image larger than this is scaled down before the model sees it."""
     ip = getattr(processor, "image_processor", processor)
     size = getattr(ip, "size", None)
+    longest = getattr(size, "longest_edge", None) if not isinstance(size, dict) else size.get("longest_edge")
+    if isinstance(longest, int) and longest > 0 and hasattr(ip, "merge_size"):
+        return longest  # Qwen's dynamic resolution: ``longest_edge`` is max_pixels, the most pixels it keeps
     height = getattr(size, "height", None) if not isinstance(size, dict) else size.get("height")
     width = getattr(size, "width", None) if not isinstance(size, dict) else size.get("width")
     if not isinstance(height, int) or not isinstance(width, int) or height <= 0 or width <= 0:

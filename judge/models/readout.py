@@ -43,6 +43,7 @@ from judge.core.errors import JudgeError
 from judge.core.template import SCORE_CUE
 from judge.models import BATCH_TOKENS
 from judge.models.batching import batch_cost, kept_prefix_len, pack, plan_batches, real_tokens
+from judge.models.families import multi_axis_positions, of_processor
 from judge.models.float32_head import Float32Head
 from judge.models.packed import PACKED_ENV, pack_row, packed_attention, prefix_tree_mask, resolve_packed
 from judge.models.requests import CriterionScore, Encoded, EncodedShape, ScoreRequest
@@ -212,20 +213,46 @@ class ExpectedScorer:
             return None
         return torch.cat(pv).to(self.device, dtype=_float_dtype(self.model))
 
+    def _vision(self, batch: Sequence[Encoded], per_criterion: bool = False) -> dict[str, Any]:
+        """The forward's image inputs for ``batch`` (each request's once, or once per criterion sequence):
+        ``pixel_values`` (None without images) and the family's other per-image inputs."""
+        reps = [len(e.input_ids) if per_criterion else 1 for e in batch]
+        pv = [
+            e.pixel_values
+            for e, n in zip(batch, reps, strict=True)
+            for _ in range(n)
+            if e.pixel_values is not None
+        ]
+        out: dict[str, Any] = {
+            "pixel_values": torch.cat(pv).to(self.device, dtype=_float_dtype(self.model)) if pv else None
+        }
+        for k in {k for e in batch for k in e.vision_extra}:
+            out[k] = torch.cat(
+                [
+                    e.vision_extra[k]
+                    for e, n in zip(batch, reps, strict=True)
+                    for _ in range(n)
+                    if k in e.vision_extra
+                ]
+            ).to(self.device)
+        return out
+
     def _unshared(self, batch: Sequence[Encoded]) -> list[list[CriterionScore]]:
         seqs = [ids for e in batch for ids in e.input_ids]
-        # Each criterion sequence carries its own copy of the images' pixels.
-        pv = [e.pixel_values for e in batch for _ in e.input_ids if e.pixel_values is not None]
-        pixel_values = torch.cat(pv).to(self.device, dtype=_float_dtype(self.model)) if pv else None
         input_ids, mask = _left_pad(seqs, self.pad_id)
         input_ids, mask = input_ids.to(self.device), mask.to(self.device)
+        if batch[0].positions is not None:
+            position_ids = _left_pad_positions([x for e in batch for x in e.positions or []], mask.shape[1])
+        else:
+            position_ids = _positions(mask)
         with _span("judge.unshared_pass"):
+            # Each criterion sequence carries its own copy of the images' pixels.
             logits = self._forward_logits(
                 input_ids=input_ids,
                 attention_mask=mask,
-                position_ids=_positions(mask),
-                pixel_values=pixel_values,
+                position_ids=position_ids.to(self.device),
                 use_cache=False,
+                **self._vision(batch, per_criterion=True),
             )
         with _span("judge.readout"):
             reads = iter(self._readout(logits))
@@ -241,13 +268,21 @@ class ExpectedScorer:
         p_ids, p_mask = p_ids.to(self.device), p_mask.to(self.device)
         cache = DynamicCache(config=_text_config(self.model))
         cache_arg: dict[str, Any] = {self._cache_kw: cache}
+        multi_axis = batch[0].positions is not None
+        if multi_axis:
+            p_pos = _left_pad_positions(
+                [e.positions[0][:, : len(p)] for e, p in zip(batch, prefixes, strict=True) if e.positions],
+                p_mask.shape[1],
+            ).to(self.device)
+        else:
+            p_pos = _positions(p_mask)
         with _span("judge.prefix_pass"):
             self.model(
                 input_ids=p_ids,
                 attention_mask=p_mask,
-                position_ids=_positions(p_mask),
-                pixel_values=self._pixels(batch),
+                position_ids=p_pos,
                 use_cache=True,
+                **self._vision(batch),
                 logits_to_keep=1,
                 **cache_arg,
             )
@@ -263,8 +298,15 @@ class ExpectedScorer:
             cache.batch_select_indices(index)
         s_ids, s_mask = _left_pad(suffixes, self.pad_id)
         s_ids, s_mask = s_ids.to(self.device), s_mask.to(self.device)
-        prefix_lens = p_mask.sum(-1)[index]
-        positions = prefix_lens[:, None] + _positions(s_mask)
+        if multi_axis:
+            # The suffix's own positions in its full prompt (after an image they are not its token index).
+            positions = _left_pad_positions(
+                [x[:, len(p) :] for e, p in zip(batch, prefixes, strict=True) for x in e.positions or []],
+                s_mask.shape[1],
+            ).to(self.device)
+        else:
+            prefix_lens = p_mask.sum(-1)[index]
+            positions = prefix_lens[:, None] + _positions(s_mask)
         mask = torch.cat([p_mask[index], s_mask], dim=1)
         with _span("judge.suffix_pass"):
             logits = self._forward_logits(
@@ -303,19 +345,14 @@ class ExpectedScorer:
         row = pack_row(batch)
         with _span("judge.block_mask"):
             mask = prefix_tree_mask(row, self.device)
-        pixel_values = (
-            row.pixel_values.to(self.device, dtype=_float_dtype(self.model))
-            if row.pixel_values is not None
-            else None
-        )
         with _span("judge.packed_pass"), packed_attention(self.model):
             logits = self._forward_logits(
                 positions=row.readout.to(self.device),
                 input_ids=row.input_ids.to(self.device),
                 attention_mask=mask,
                 position_ids=row.position_ids.to(self.device),
-                pixel_values=pixel_values,
                 use_cache=False,
+                **self._vision(batch),
             )
         with _span("judge.readout"):
             reads = iter(self._readout(logits))
@@ -371,10 +408,17 @@ class ExpectedScorer:
 # --------------------------------------------------------------------- encoding
 def encode_request(processor, request: ScoreRequest) -> Encoded:
     """What :meth:`ExpectedScorer.encode` does, with the processor alone (no model: for worker processes)."""
-    ids, pixel_values = encode_prompts(
+    ids, vision = encode_vision(
         processor, request.prompts, request.images, request.max_patches, key=request.key
     )
-    return Encoded(request, ids, pixel_values, _common_prefix_len(ids))
+    pixel_values = vision.pop("pixel_values", None)
+    positions = None
+    family = of_processor(processor)
+    if family is not None and family.multi_axis_positions:
+        grid = vision.get("image_grid_thw")
+        merge = processor.image_processor.merge_size
+        positions = [multi_axis_positions(x, grid, processor.image_token_id, merge) for x in ids]
+    return Encoded(request, ids, pixel_values, _common_prefix_len(ids), vision, positions)
 
 
 def render_prompt(processor, messages: list[dict]) -> str:
@@ -392,8 +436,25 @@ def encode_prompts(
     """Token ids of each prompt (images expanded) and the images' pixel values, computed once.
 
     Used by the scorer and by training's collator alike, so both see the same tokens.
-    Equal to calling the processor on each prompt (a test checks it).
+    Equal to calling the processor on each prompt (a test checks it). :func:`encode_vision` gives what else
+    a family's forward takes of the images too.
     """
+    ids, vision = encode_vision(processor, prompts, images, max_patches, key)
+    return ids, vision.get("pixel_values")
+
+
+def encode_vision(
+    processor,
+    prompts: Sequence[list[dict]],
+    images: Sequence,
+    max_patches: int | None = None,
+    key: Any = None,
+) -> tuple[list[list[int]], dict[str, torch.Tensor]]:
+    """:func:`encode_prompts` with every image input the family's forward takes: ``pixel_values`` and, where
+    the family has them (:attr:`~judge.models.families.Family.vision_inputs`), e.g. ``image_grid_thw``
+    (no key at all without images)."""
+    family = of_processor(processor)
+    wanted = ("pixel_values", *(family.vision_inputs if family is not None else ()))
     tokenizer = getattr(processor, "tokenizer", processor)
     texts = [render_prompt(processor, m) for m in prompts]
     images = list(images)
@@ -415,15 +476,15 @@ def encode_prompts(
             for i, piece in enumerate(pieces[1:]):
                 out += processor.replace_image_token(image_inputs, i) + piece
             ids.append(tokenizer(out, add_special_tokens=False)["input_ids"])
-        return ids, image_inputs["pixel_values"]
-    ids, pixel_values = [], None
+        return ids, {k: image_inputs[k] for k in wanted if k in image_inputs}
+    ids, vision = [], {}
     for t in texts:
         out = processor(
             text=[t], images=images or None, return_tensors="pt", add_special_tokens=False, **kwargs
         )
         ids.append(out["input_ids"][0].tolist())
-        pixel_values = out.get("pixel_values", pixel_values)
-    return ids, pixel_values
+        vision.update({k: out[k] for k in wanted if out.get(k) is not None})
+    return ids, vision
 
 
 # --------------------------------------------------------------------- helpers
@@ -448,6 +509,16 @@ def _left_pad(seqs: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.T
             ids[i, width - len(s) :] = torch.tensor(s, dtype=torch.long)
             mask[i, width - len(s) :] = 1
     return ids, mask
+
+
+def _left_pad_positions(positions: list[torch.Tensor], width: int) -> torch.Tensor:
+    """Multi-axis positions (axes, length) of each row, left-padded to ``width``: (axes, rows, width)."""
+    axes = positions[0].shape[0]
+    out = torch.zeros((axes, len(positions), width), dtype=torch.long)
+    for i, x in enumerate(positions):
+        if x.shape[1]:
+            out[:, i, width - x.shape[1] :] = x
+    return out
 
 
 def _positions(mask: torch.Tensor) -> torch.Tensor:

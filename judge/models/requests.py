@@ -48,6 +48,12 @@ class Encoded:
     input_ids: list[list[int]]
     pixel_values: torch.Tensor | None
     prefix_len: int  #: length of the token prefix every criterion shares
+    #: what the family's forward takes beside the pixels, per image, concatenated as they are
+    #: (Qwen2.5-VL: ``image_grid_thw``); empty for InternVL
+    vision_extra: dict[str, torch.Tensor] = field(default_factory=dict)
+    #: per criterion, its tokens' multi-axis rotary positions (axes, tokens), where the family has them
+    #: (Qwen2.5-VL's M-RoPE); None: a token's position is its index
+    positions: list[torch.Tensor] | None = None
 
     @property
     def max_len(self) -> int:

@@ -8,18 +8,20 @@ import re
 from pathlib import Path
 
 from judge.core.errors import ConfigError
+from judge.models.families import TINY_NAME as _TINY_NAME
 
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
-#: ``tiny`` or ``tiny:seed=N``: the seeded tiny test model (:mod:`judge.testing.tiny`)
-TINY_NAME = re.compile(r"^tiny(?::seed=(\d+))?$")
+#: ``tiny`` or ``tiny:seed=N`` (the seeded tiny InternVL, :mod:`judge.testing.tiny`), or another family's tiny
+#: model (``tiny-qwen2.5-vl[:seed=N]``): :data:`judge.models.families.TINY_NAME`
+TINY_NAME = _TINY_NAME
 
 
 def tiny_seed(path_or_id: str) -> int:
-    """The seed of a ``tiny`` / ``tiny:seed=N`` model name (0 when not given)."""
+    """The seed of a tiny model name (``tiny``, ``tiny:seed=N``, ``tiny-qwen2.5-vl:seed=N``; 0 when not given)."""
     m = TINY_NAME.match(path_or_id)
     if not m:
         raise ConfigError(f"{path_or_id!r} is not a tiny model name (tiny or tiny:seed=N)")
-    return int(m.group(1) or 0)
+    return int(m.group("seed") or 0)
 
 
 def check_model_source(path_or_id: str, hint: str = "") -> None:

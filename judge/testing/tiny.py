@@ -160,8 +160,15 @@ def tokenizer_corpus(rubric: Rubric | None) -> list[str]:
     return texts
 
 
-def build_tokenizer(corpus: list[str], vocab_size: int):
-    """Train a byte-level BPE tokenizer with InternVL's special tokens; digits are single tokens."""
+def build_tokenizer(
+    corpus: list[str],
+    vocab_size: int,
+    special_tokens: list[str] | None = None,
+    named_tokens: dict[str, str] | None = None,
+    chat_template: str = CHAT_TEMPLATE,
+):
+    """Train a byte-level BPE tokenizer with InternVL's special tokens (or a family's ``special_tokens``,
+    ``named_tokens`` and ``chat_template``); digits are single tokens."""
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
@@ -175,7 +182,7 @@ def build_tokenizer(corpus: list[str], vocab_size: int):
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
-        special_tokens=SPECIAL_TOKENS,
+        special_tokens=special_tokens or SPECIAL_TOKENS,
         show_progress=False,
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
     )
@@ -184,13 +191,14 @@ def build_tokenizer(corpus: list[str], vocab_size: int):
         tokenizer_object=tok,
         eos_token="<|im_end|>",
         pad_token="<|endoftext|>",
-        extra_special_tokens={
+        extra_special_tokens=named_tokens
+        or {
             "start_image_token": "<img>",
             "end_image_token": "</img>",
             "context_image_token": "<IMG_CONTEXT>",
             "video_token": "<video>",
         },
-        chat_template=CHAT_TEMPLATE,
+        chat_template=chat_template,
         model_max_length=TinySpec.max_positions,
     )
 

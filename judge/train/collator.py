@@ -15,7 +15,8 @@ from typing import Any
 import torch
 
 from judge.core.errors import JudgeError
-from judge.models.readout import encode_prompts, render_prompt
+from judge.models.families import multi_axis_positions, of_processor
+from judge.models.readout import encode_vision, render_prompt
 from judge.train.loss import IGNORE_INDEX, right_align
 
 
@@ -50,6 +51,15 @@ class JudgeCollator:
         self.max_length = max_length
         pad = self.tokenizer.pad_token_id
         self.pad_id = pad if pad is not None else 0
+        family = of_processor(processor)
+        #: the family's rotary positions have several axes (Qwen2.5-VL): the collator gives them per token
+        self.multi_axis = family is not None and family.multi_axis_positions
+        if family is not None and self.multi_axis and packed:
+            raise JudgeError(
+                f"train.packing does not run for the {family.name} family yet (its multi-axis positions in a "
+                "packed row); set train.packing: false"
+            )
+        self._extra: list[dict[str, torch.Tensor]] = []
 
     def completion_ids(self, prompt: list[dict], completion: list[dict]) -> list[int]:
         full = self.processor.apply_chat_template(prompt + completion, tokenize=False)
@@ -62,9 +72,11 @@ class JudgeCollator:
         return self.tokenizer(full[len(head) :], add_special_tokens=False)["input_ids"]
 
     def encode(self, ex: dict[str, Any]) -> tuple[list[int], list[int], torch.Tensor | None]:
-        (prompt_ids,), pixel_values = encode_prompts(
+        (prompt_ids,), vision = encode_vision(
             self.processor, [ex["prompt"]], ex.get("images") or [], ex.get("max_patches"), key=ex.get("id")
         )
+        pixel_values = vision.pop("pixel_values", None)
+        self._extra.append(vision)
         completion = self.completion_ids(ex["prompt"], ex["completion"])
         n = len(prompt_ids) + len(completion)
         if self.max_length is not None and n > self.max_length:
@@ -75,6 +87,7 @@ class JudgeCollator:
         return prompt_ids, completion, pixel_values
 
     def __call__(self, examples: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
+        self._extra = []
         encoded = [self.encode(ex) for ex in examples]
         if self.packed:
             return pack_examples(encoded)
@@ -93,7 +106,26 @@ class JudgeCollator:
         batch = {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
         if pixels:
             batch["pixel_values"] = torch.cat(pixels)
+        for key in {
+            k for extra in self._extra for k in extra
+        }:  # the family's per-image inputs (image_grid_thw)
+            batch[key] = torch.cat([extra[key] for extra in self._extra if key in extra])
+        if self.multi_axis:
+            batch["position_ids"] = self._positions(encoded, width)
         return right_align(batch) if self.labels_last else batch
+
+    def _positions(self, encoded, width: int) -> torch.Tensor:
+        """(axes, rows, width) multi-axis positions of each row's tokens (prompt and completion), 0 on padding."""
+        grids = iter(extra.get("image_grid_thw") for extra in self._extra)
+        merge = self.processor.image_processor.merge_size
+        rows = [
+            multi_axis_positions(p + c, next(grids), self.processor.image_token_id, merge)
+            for p, c, _ in encoded
+        ]
+        out = torch.zeros((rows[0].shape[0], len(rows), width), dtype=torch.long)
+        for i, x in enumerate(rows):
+            out[:, i, : x.shape[1]] = x
+        return out
 
 
 def pack_examples(encoded: list[tuple[list[int], list[int], torch.Tensor | None]]) -> dict[str, torch.Tensor]:

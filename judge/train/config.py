@@ -19,14 +19,17 @@ from judge.core.errors import ConfigError, invalid
 from judge.core.schema import StrictModel
 from judge.data.config import DataConfig, apply_overrides, check_sections, read_config
 from judge.models import BATCH_TOKENS
+from judge.models.families import LANGUAGE_LINEAR as _LANGUAGE_LINEAR
 
 #: Modules of the language model that LoRA adapts by default (Qwen2/Llama-style names).
-LANGUAGE_LINEAR = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+LANGUAGE_LINEAR = list(_LANGUAGE_LINEAR)
 
 
 class ModelConfig(StrictModel):
     path: str = Field(
-        "tiny", description="Local folder, hub id, or 'tiny[:seed=N]' (the local tiny InternVL)."
+        "tiny",
+        description="Local folder, hub id, or 'tiny[:seed=N]' (the local tiny InternVL), or "
+        "'tiny-qwen2.5-vl[:seed=N]' (the local tiny Qwen2.5-VL).",
     )
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
         "auto", description="auto: bfloat16 on a GPU, float32 on the CPU."

@@ -23,6 +23,7 @@ from judge.models.card import (
     library_versions,
     write_card,
 )
+from judge.models.families import of_model
 from judge.train.config import RunConfig
 
 
@@ -41,6 +42,7 @@ def judge_card(
     return JudgeCard(
         judge_card_version=1,
         base_model=cfg.model.path if cfg.model.path != "tiny" else "tiny:seed=0",
+        family=family.name if (family := of_model(trainer.model)) is not None else None,
         finetune=cfg.train.finetune,
         quantization=cfg.quantization,
         rubric=CardRubric(name=rubric.name, version=rubric.version, hash=rubric.hash),

@@ -34,6 +34,11 @@ def right_align(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     out = dict(batch)
     for key in ("input_ids", "attention_mask", "labels"):
         out[key] = batch[key].gather(1, idx)
+    if batch.get("position_ids") is not None and batch["position_ids"].ndim == 3:
+        # Multi-axis positions (a family's M-RoPE, one per token from the collator) move with their tokens.
+        pos = batch["position_ids"]
+        out["position_ids"] = pos.gather(2, idx[None].expand(pos.shape[0], -1, -1))
+        return out
     out["position_ids"] = (out["attention_mask"].cumsum(-1) - 1).clamp(min=0)
     return out
 

@@ -8,7 +8,8 @@ import logging
 import os
 
 from judge.core.errors import ConfigError
-from judge.train.config import LANGUAGE_LINEAR, RunConfig
+from judge.models.families import INTERNVL, of_model
+from judge.train.config import RunConfig
 
 logger = logging.getLogger(__name__)
 
@@ -43,11 +44,10 @@ def build_model(cfg: RunConfig):
         # A packed row under sdpa gets a dense (tokens x tokens) mask and attends across examples before
         # masking; flex_attention's block mask skips those blocks. The vision tower keeps its own.
         model.set_attn_implementation({"text_config": "flex_attention"})
-    frozen_prefixes = []
-    if not cfg.lora.train_vision:
-        frozen_prefixes.append("vision_tower")
-    if not cfg.lora.train_projector:
-        frozen_prefixes.append("multi_modal_projector")
+    # Where the vision tower, projector and language model are: the family's (a model of no known family is
+    # taken for InternVL-like names).
+    family = of_model(model) or INTERNVL
+    frozen_prefixes = family.frozen_parts(cfg.lora.train_vision, cfg.lora.train_projector)
     if cfg.train.finetune == "full":
         for name, p in model.named_parameters():
             p.requires_grad = not any(f in name for f in frozen_prefixes)
@@ -64,15 +64,10 @@ def build_model(cfg: RunConfig):
     targets: str | list[str] = cfg.lora.target_modules
     if targets == "language":
         # Only the language model's projections: the vision tower has q/k/v-like names of its own.
-        targets = r".*language_model.*\.(" + "|".join(LANGUAGE_LINEAR) + r")$"
-    modules_to_save = [
-        m
-        for m, on in (
-            ("vision_tower", cfg.lora.train_vision),
-            ("multi_modal_projector", cfg.lora.train_projector),
-        )
-        if on
-    ]
+        targets = family.lora_pattern()
+    modules_to_save = _module_names(
+        model, family.trained_modules(cfg.lora.train_vision, cfg.lora.train_projector)
+    )
     lcfg = LoraConfig(
         r=cfg.lora.r,
         lora_alpha=cfg.lora.alpha,
@@ -95,6 +90,26 @@ def build_model(cfg: RunConfig):
             if param.requires_grad and param.dtype in (torch.bfloat16, torch.float16):
                 param.data = param.data.float()
     return model, processor, dtype
+
+
+def _module_names(model, parts: list[str]) -> list[str]:
+    """``parts`` as PEFT's ``modules_to_save`` takes them: a list of modules (Qwen's ``visual.blocks``) as its
+    members, which PEFT can copy one by one (it refuses a ``ModuleList``)."""
+    import torch
+
+    out: list[str] = []
+    for part in parts:
+        lists = [
+            (name, m)
+            for name, m in model.named_modules()
+            if name.endswith(part) and isinstance(m, torch.nn.ModuleList)
+        ]
+        if not lists:
+            out.append(part)
+            continue
+        for _, m in lists[:1]:
+            out += [f"{part}.{child}" for child, _ in m.named_children()]
+    return out
 
 
 def liger_unavailable() -> str | None:

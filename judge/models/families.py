@@ -1,0 +1,204 @@
+"""The families of vision-language bases a judge can be: what differs between them, in one place.
+
+A family owns its model class (through the config's ``model_type``), its processor built without torchvision,
+how images become tokens in the prompt (the processor's expansion of the image placeholder, and for Qwen's
+dynamic resolution the multi-axis rotary positions of those tokens), the tiny local model of its shape, the
+LoRA target of its language model, and where its vision tower and projector are (what training freezes,
+what quantization skips). Everything else (data, the training loop, the read-out, shared-prefix and packed
+scoring, calibration, serving, the card) is family-free and asks this module.
+
+Adding a family: a :class:`Family` in :data:`FAMILIES` (its ``model_types``, tiny name, processor class and
+module names), a torchvision-free processor in :mod:`judge.models.processor` where the stock one insists on
+a video processor, and a tiny builder in :mod:`judge.testing` (docs/families.md walks through it).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from judge.core.errors import ConfigError
+
+if TYPE_CHECKING:
+    import torch
+
+#: The language model's linear projections (attention and MLP) that LoRA adapts (``lora.target_modules: language``).
+LANGUAGE_LINEAR = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+@dataclass(frozen=True)
+class Family:
+    """One family of bases: names, modules, and how its prompts carry images."""
+
+    name: str  #: what the card records (``internvl``, ``qwen2.5-vl``)
+    model_types: tuple[str, ...]  #: the configs' ``model_type`` values of this family
+    tiny: str  #: the tiny local model's name (``tiny``, ``tiny-qwen2.5-vl``); ``:seed=N`` may follow
+    processor_classes: tuple[str, ...]  #: ``processor_class`` names its saved processors carry
+    #: module-name parts of the vision tower without its projector (frozen unless ``lora.train_vision``)
+    vision_parts: tuple[str, ...]
+    #: module-name parts of the projector from vision to language (frozen unless ``lora.train_projector``)
+    projector_parts: tuple[str, ...]
+    #: module names quantization leaves in full precision (patterns from the name's start), the head included
+    quantization_skip: tuple[str, ...]
+    #: what the processor gives beside ``pixel_values`` that the forward needs, per image (``image_grid_thw``)
+    vision_inputs: tuple[str, ...] = ()
+    #: the rotary positions have several axes (Qwen's M-RoPE: time, height, width), computed per prompt
+    multi_axis_positions: bool = False
+    _processor: Callable[[str], Any] | None = field(default=None, repr=False, compare=False)
+
+    def lora_pattern(self) -> str:
+        """``lora.target_modules: language``: the language model's projections only (the vision tower has
+        q/k/v- and MLP-like names of its own)."""
+        return r".*language_model.*\.(" + "|".join(LANGUAGE_LINEAR) + r")$"
+
+    def frozen_parts(self, train_vision: bool, train_projector: bool) -> list[str]:
+        """Name parts of the parameters full tuning keeps frozen."""
+        return [
+            *([] if train_vision else self.vision_parts),
+            *([] if train_projector else self.projector_parts),
+        ]
+
+    def trained_modules(self, train_vision: bool, train_projector: bool) -> list[str]:
+        """PEFT's ``modules_to_save``: the vision parts trained in full beside the LoRA adapters."""
+        return [
+            *(self.vision_parts if train_vision else ()),
+            *(self.projector_parts if train_projector else ()),
+        ]
+
+
+def _internvl_processor(path: str):
+    from judge.models.processor import InternVLImageTextProcessor
+
+    return InternVLImageTextProcessor.from_pretrained(path)
+
+
+def _qwen25vl_processor(path: str):
+    from judge.models.processor import Qwen2_5_VLImageTextProcessor
+
+    return Qwen2_5_VLImageTextProcessor.from_pretrained(path)
+
+
+INTERNVL = Family(
+    name="internvl",
+    model_types=("internvl",),
+    tiny="tiny",
+    processor_classes=("InternVLProcessor", "InternVLImageTextProcessor"),
+    vision_parts=("vision_tower",),
+    projector_parts=("multi_modal_projector",),
+    quantization_skip=(r".*vision_tower", r".*multi_modal_projector", "lm_head"),
+    _processor=_internvl_processor,
+)
+
+QWEN25VL = Family(
+    name="qwen2.5-vl",
+    model_types=("qwen2_5_vl",),
+    tiny="tiny-qwen2.5-vl",
+    processor_classes=("Qwen2_5_VLProcessor", "Qwen2_5_VLImageTextProcessor"),
+    vision_parts=("visual.patch_embed", "visual.blocks"),
+    projector_parts=("visual.merger",),
+    quantization_skip=(r".*visual", "lm_head"),
+    vision_inputs=("image_grid_thw",),
+    multi_axis_positions=True,
+    _processor=_qwen25vl_processor,
+)
+
+#: Every family, the default (``tiny``, a model of no known family) first.
+FAMILIES: tuple[Family, ...] = (INTERNVL, QWEN25VL)
+
+#: ``tiny``, ``tiny-qwen2.5-vl``, ... with an optional ``:seed=N``: a family's tiny local model.
+TINY_NAME = re.compile(
+    r"^(?P<name>" + "|".join(re.escape(f.tiny) for f in FAMILIES) + r")(?::seed=(?P<seed>\d+))?$"
+)
+
+
+def by_name(name: str) -> Family:
+    """The family a card records (``internvl``, ``qwen2.5-vl``)."""
+    for f in FAMILIES:
+        if f.name == name:
+            return f
+    raise ConfigError(f"unknown model family {name!r}; known: {', '.join(f.name for f in FAMILIES)}")
+
+
+def by_model_type(model_type: str | None) -> Family | None:
+    """The family of a config's ``model_type``; None for a model of no family known here."""
+    for f in FAMILIES:
+        if model_type in f.model_types:
+            return f
+    return None
+
+
+def by_tiny_name(source: str) -> Family | None:
+    """The family of a tiny model name (``tiny``, ``tiny-qwen2.5-vl:seed=3``); None for any other source."""
+    m = TINY_NAME.match(source)
+    if not m:
+        return None
+    return next(f for f in FAMILIES if f.tiny == m.group("name"))
+
+
+def by_processor_class(cls: str) -> Family | None:
+    """The family of a saved processor's ``processor_class``; None when no family here claims it."""
+    for f in FAMILIES:
+        if cls in f.processor_classes:
+            return f
+    return None
+
+
+def of_model(model) -> Family | None:
+    """The family of a loaded model (PEFT-wrapped too), from its config's ``model_type``."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return by_model_type(getattr(getattr(base, "config", None), "model_type", None))
+
+
+def of_processor(processor) -> Family | None:
+    """The family of a processor, from its class (ours or the stock one it stands in for)."""
+    for klass in type(processor).__mro__:
+        if (f := by_processor_class(klass.__name__)) is not None:
+            return f
+    return None
+
+
+def load_processor(family: Family, path: str):
+    """``family``'s torchvision-free processor from a checkpoint or a saved processor folder."""
+    assert family._processor is not None
+    return family._processor(path)
+
+
+def quantization_skip() -> list[str]:
+    """The modules no family's quantization touches (a pattern that matches no module of a model is inert)."""
+    out: list[str] = []
+    for f in FAMILIES:
+        out += [m for m in f.quantization_skip if m not in out]
+    return out
+
+
+# --------------------------------------------------------------------- prompt positions
+def multi_axis_positions(
+    ids: Sequence[int], image_grid_thw: torch.Tensor | None, image_token_id: int, merge_size: int
+) -> torch.Tensor:
+    """Qwen2.5-VL's M-RoPE positions of one prompt, shape (3, len(ids)): as the model's ``get_rope_index``
+    computes them for an unpadded row. A text token advances all three axes by one; an image's tokens take
+    (time, row, column) positions of its merged patch grid from where the text stopped, and the text after
+    it starts one past the image's largest row or column. A test checks them against the model's own."""
+    import torch
+
+    out: list[torch.Tensor] = []
+    grids = iter(image_grid_thw.tolist() if image_grid_thw is not None else [])
+    cur, i, n = 0, 0, len(ids)
+    while i < n:
+        if ids[i] == image_token_id:
+            t, h, w = next(grids)
+            h, w = h // merge_size, w // merge_size
+            tt, hh, ww = torch.meshgrid(torch.arange(t), torch.arange(h), torch.arange(w), indexing="ij")
+            out.append(torch.stack([tt + cur, hh + cur, ww + cur]).reshape(3, -1))
+            i += t * h * w
+            cur += max(h, w)
+        else:
+            j = i
+            while j < n and ids[j] != image_token_id:
+                j += 1
+            out.append(torch.arange(cur, cur + j - i).expand(3, -1))
+            cur += j - i
+            i = j
+    return torch.cat(out, dim=1) if out else torch.zeros((3, 0), dtype=torch.long)
