@@ -1,9 +1,9 @@
 """arize-phoenix-evals' built-in classification templates (``phoenix.evals.metrics``, 3.9.4):
-``CorrectnessEvaluator`` (correct/incorrect), ``DocumentRelevanceEvaluator`` (relevant/unrelated),
+``CorrectnessEvaluator`` (correct/incorrect), ``DocumentRelevanceEvaluator`` (relevant/unrelated), ``RetrievalRelevanceEvaluator`` (relevant/irrelevant),
 ``HallucinationEvaluator`` (grounded/hallucinated), and the others written the same way.
 
-Each template puts its item in a ``<data>`` block, one field per tag: ``<input>`` (or ``<question>``) is
-the question, ``<output>`` (or ``<document_text>``: the document judged relevant or not) the response, and
+Each template puts its item in a ``<data>`` block, one field per tag: ``<input>`` (or ``<question>``, ``<request>``) is
+the question, ``<output>`` (or ``<document_text>``, ``<retrieved_information>``: what is judged relevant or not) the response, and
 ``<reference>`` the reference answer where a template has one; the rubric and the question it asks ("Is the
 output correct or incorrect?") are outside the block. The tags are found from the block's ends: those
 before the response from the start, the response's closing tag and what follows from the end, so a response
@@ -34,8 +34,8 @@ from judge.serve.protocols.base import (
 
 _BEGIN, _END = "<data>", "</data>"
 #: The tags a template's question and response sit in, in the order templates write them.
-_QUESTION = ("input", "question")
-_RESPONSE = ("output", "document_text")
+_QUESTION = ("input", "question", "request")
+_RESPONSE = ("output", "document_text", "retrieved_information")
 
 
 def _binary_pairs() -> tuple[tuple[str, str], ...]:
