@@ -188,6 +188,11 @@ def calls(url: str) -> list[tuple[str, str, str, Callable[[], Any]]]:
         m = re.search(r"\[\[(\d+\.?\d*)\]\]", reply.choices[0].message.content or "")  # FastChat's pattern
         return float(m.group(1)) if m else -1
 
+    return [*_tool_calls(url, prometheus, inspect, lmms, geval, rewardbench, mt_bench_single),
+            *_new_tool_calls(url), *_shape_calls(url)]  # fmt: skip
+
+
+def _tool_calls(url, prometheus, inspect, lmms, geval, rewardbench, mt_bench_single):
     return [
         ("prometheus-eval", "prometheus-eval", "single_absolute_grade", lambda: prometheus(False)),
         ("prometheus-eval", "prometheus-eval", "single_relative_grade (B: '9')", lambda: prometheus(True)),
@@ -202,6 +207,161 @@ def calls(url: str) -> list[tuple[str, str, str, Callable[[], Any]]]:
         ("deepeval", "deepeval", "GEval.measure (model gpt-4o: logprobs)", lambda: geval("gpt-4o")),
         ("lmms-eval", "lmms-eval", "multimodal_rewardbench extract_judgment", rewardbench),
         ("MT-Bench format", "openai", "single grading, Rating: [[n]]", mt_bench_single),
+    ]  # fmt: skip
+
+
+def _new_tool_calls(url: str) -> list[tuple[str, str, str, Callable[[], Any]]]:
+    """ragas' metrics (through llm_factory: json_object at temperature 0.01) and phoenix's evaluators
+    (json_schema strict with a label enum), each on the item with its reference."""
+
+    def ragas_llm():
+        from openai import AsyncOpenAI
+        from ragas.llms import llm_factory
+
+        return llm_factory("tiny", client=AsyncOpenAI(base_url=url + "/v1", api_key="unused", max_retries=0))
+
+    def ragas_single(name: str):
+        from ragas.dataset_schema import SingleTurnSample
+        from ragas.metrics import AspectCritic, SimpleCriteriaScore
+
+        metric = (AspectCritic(name="correct", definition="Is the response correct?", llm=ragas_llm()) if name == "aspect"
+                  else SimpleCriteriaScore(name="sim", definition="Score 0 to 5 by similarity", llm=ragas_llm()))  # fmt: skip
+        return asyncio.run(
+            metric.single_turn_ascore(SingleTurnSample(user_input=Q, response=R, reference=REF))
+        )
+
+    def ragas_evaluate():
+        from ragas import EvaluationDataset, evaluate
+        from ragas.metrics import AspectCritic
+
+        data = EvaluationDataset.from_list([{"user_input": Q, "response": R, "reference": REF}])
+        out = evaluate(dataset=data, metrics=[AspectCritic(name="correct", definition="Is the response correct?")],
+                       llm=ragas_llm(), show_progress=False)  # fmt: skip
+        return float(out.to_pandas()["correct"][0])
+
+    def ragas_discrete():
+        from ragas.metrics import DiscreteMetric
+
+        metric = DiscreteMetric(name="q", prompt="Check the response: {response}. Return 'pass' or 'fail'.",
+                                allowed_values=["pass", "fail"])  # fmt: skip
+        try:
+            return asyncio.run(metric.ascore(llm=ragas_llm(), response=R)).value
+        except Exception as e:  # the tool raises the server's refusal
+            return "422" if "422" in str(e) else f"raised {type(e).__name__}"
+
+    def phoenix(name: str, field: str):
+        from phoenix.evals import LLM, metrics
+
+        evaluator = getattr(metrics, name)(
+            llm=LLM(provider="openai", model="tiny", base_url=url + "/v1", api_key="unused")
+        )
+        return evaluator.evaluate({"input": Q, field: R})[0].label
+
+    def phoenix_dataframe():
+        import pandas as pd
+        from phoenix.evals import LLM, evaluate_dataframe
+        from phoenix.evals.metrics import CorrectnessEvaluator
+
+        llm = LLM(provider="openai", model="tiny", base_url=url + "/v1", api_key="unused")
+        out = evaluate_dataframe(
+            dataframe=pd.DataFrame({"input": [Q], "output": [R]}), evaluators=[CorrectnessEvaluator(llm=llm)]
+        )
+        score = out["correctness_score"][0]
+        return (json.loads(score) if isinstance(score, str) else score or {}).get("label")
+
+    return [
+        ("ragas", "ragas", "AspectCritic.single_turn_ascore", lambda: ragas_single("aspect")),
+        ("ragas", "ragas", "SimpleCriteriaScore 'Score 0 to 5'", lambda: ragas_single("simple")),
+        ("ragas", "ragas", "evaluate([AspectCritic])", ragas_evaluate),
+        ("ragas", "ragas", "DiscreteMetric.ascore (free prompt)", ragas_discrete),
+        ("arize-phoenix-evals", "arize-phoenix-evals", "CorrectnessEvaluator.evaluate", lambda: phoenix("CorrectnessEvaluator", "output")),
+        ("arize-phoenix-evals", "arize-phoenix-evals", "RetrievalRelevanceEvaluator.evaluate", lambda: phoenix("RetrievalRelevanceEvaluator", "context")),
+        ("arize-phoenix-evals", "arize-phoenix-evals", "HallucinationEvaluator.evaluate", lambda: phoenix("HallucinationEvaluator", "output")),
+        ("arize-phoenix-evals", "arize-phoenix-evals", "evaluate_dataframe([Correctness])", phoenix_dataframe),
+    ]  # fmt: skip
+
+
+#: The request shapes of issue 41 section 2, on the judge's own prompt (the reply: the value the shape asks
+#: for, or the status code), and section 3's default for a conversation the server does not recognise.
+_LABELS = {"type": "string", "enum": ["correct", "incorrect"]}
+
+
+def _shape_calls(url: str) -> list[tuple[str, str, str, Callable[[], Any]]]:
+    from judge.serve.judge_prompt import judge_chat_messages
+
+    item = {"id": "x", "task": "SA", "question": Q, "response": R, "reference": REF}
+    msgs = judge_chat_messages("mmie", item, "overall")
+
+    def schema(prop: dict) -> dict:
+        return {"type": "object", "properties": {"verdict": prop, "reason": {"type": "string"}},
+                "required": ["verdict", "reason"], "additionalProperties": False}  # fmt: skip
+
+    def chat(**body: Any) -> httpx.Response:
+        return httpx.post(
+            url + "/v1/chat/completions", json={"model": "tiny", "messages": msgs, **body}, timeout=60
+        )
+
+    def as_schema(prop: dict, strict: bool):
+        fmt = {
+            "type": "json_schema",
+            "json_schema": {"name": "grade", "schema": schema(prop), "strict": strict},
+        }
+        r = chat(response_format=fmt)
+        return (
+            json.loads(r.json()["choices"][0]["message"]["content"])["verdict"]
+            if r.status_code == 200
+            else str(r.status_code)
+        )
+
+    def json_object():
+        r = chat(response_format={"type": "json_object"})
+        return (
+            round(json.loads(r.json()["choices"][0]["message"]["content"])["score"], 4)
+            if r.status_code == 200
+            else str(r.status_code)
+        )
+
+    def tool():
+        tools = [{"type": "function", "function": {"name": "grade", "parameters": schema(_LABELS)}}]
+        r = chat(tools=tools, tool_choice={"type": "function", "function": {"name": "grade"}})
+        if r.status_code != 200:
+            return str(r.status_code)
+        return json.loads(r.json()["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"])[
+            "verdict"
+        ]
+
+    def greedy():
+        r = httpx.post(url + "/v1/chat/completions", timeout=120, json={
+            "model": "tiny", "messages": [{"role": "user", "content": "Say hi."}], "max_tokens": 2,
+            "temperature": 0.01, "top_p": 0.1, "response_format": {"type": "text"}})  # fmt: skip
+        return f"{r.status_code} {r.headers.get('x-judge-sampling', '')}".strip()
+
+    def unrecognised():
+        r = httpx.post(url + "/v1/chat/completions", timeout=120, json={
+            "model": "tiny", "messages": [{"role": "user", "content": "Say hi."}], "max_tokens": 2})  # fmt: skip
+        return f"{r.status_code} scored={r.headers.get('x-judge-scored', '-')}"
+
+    def responses(stream: bool):
+        r = httpx.post(url + "/v1/responses", timeout=60, json={"model": "tiny", "input": msgs, "stream": stream,
+                       "text": {"format": {"type": "json_schema", "name": "grade", "schema": schema(_LABELS), "strict": True}}})  # fmt: skip
+        if r.status_code != 200 or stream:
+            return str(r.status_code)
+        out = r.json()
+        text = out.get("output_text") or out["output"][0]["content"][0]["text"]
+        return json.loads(text)["verdict"]
+
+    return [
+        ("request shape", "openai", "json_schema strict, number 0..1", lambda: as_schema({"type": "number", "minimum": 0, "maximum": 1}, True)),
+        ("request shape", "openai", "json_schema non-strict, integer 1..5", lambda: as_schema({"type": "integer", "minimum": 1, "maximum": 5}, False)),
+        ("request shape", "openai", "json_schema strict, boolean", lambda: as_schema({"type": "boolean"}, True)),
+        ("request shape", "openai", "json_schema strict, enum correct/incorrect", lambda: as_schema(_LABELS, True)),
+        ("request shape", "openai", "json_schema, labels red/green/blue", lambda: as_schema({"type": "string", "enum": ["red", "green", "blue"]}, True)),
+        ("request shape", "openai", "json_object (judge's prompt)", json_object),
+        ("request shape", "openai", "forced tool call, enum label", tool),
+        ("request shape", "openai", "temperature 0.01, top_p 0.1, generated", greedy),
+        ("request shape", "openai", "/v1/responses, json_schema (responses branch)", lambda: responses(False)),
+        ("request shape", "openai", "/v1/responses, stream (responses branch)", lambda: responses(True)),
+        ("request shape", "openai", "unrecognised conversation (responses branch)", unrecognised),
     ]  # fmt: skip
 
 
@@ -267,6 +427,27 @@ def wanted(url: str) -> list[Any]:
             ties=False,
         ),
         float(scales.integer_scale(p, 1, 10)),
+        # ragas, phoenix (the item with its reference)
+        int(scales.binary(g)),
+        scales.integer_scale(g, 0, 5),
+        float(scales.binary(g)),
+        "422",
+        "correct" if scales.binary(g) else "incorrect",
+        "relevant" if scales.binary(g) else "irrelevant",
+        "grounded" if scales.binary(g) else "hallucinated",
+        "correct" if scales.binary(g) else "incorrect",
+        # the request shapes, on the judge's own prompt (the same item)
+        scales.point(g, 0, 1),
+        scales.integer_scale(g, 1, 5),
+        scales.binary(g),
+        "correct" if scales.binary(g) else "incorrect",
+        "422",
+        round(good["score"], 4),
+        "correct" if scales.binary(g) else "incorrect",
+        "200 greedy (temperature 0.01, top_p 0.1: greedy decoding, temperature at most 0.01)",
+        "correct" if scales.binary(g) else "incorrect",
+        "200",
+        "422 scored=-",
     ]
 
 

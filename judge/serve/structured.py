@@ -50,7 +50,7 @@ MAX_DEPTH = 32
 BINARY: tuple[tuple[str, str], ...] = (
     ("correct", "incorrect"), ("yes", "no"), ("y", "n"), ("pass", "fail"), ("passed", "failed"),
     ("true", "false"), ("right", "wrong"), ("good", "bad"), ("accurate", "inaccurate"),
-    ("relevant", "irrelevant"), ("relevant", "unrelated"), ("factual", "hallucinated"),
+    ("relevant", "irrelevant"), ("relevant", "unrelated"), ("factual", "hallucinated"), ("grounded", "hallucinated"),
     ("helpful", "not_helpful"), ("helpful", "unhelpful"), ("acceptable", "unacceptable"),
     ("valid", "invalid"), ("consistent", "inconsistent"), ("faithful", "unfaithful"),
 )  # fmt: skip

@@ -4,7 +4,8 @@ on its scale by the learned judge (``/v1/chat/completions``).
 One module per tool registers its protocols (:func:`~judge.serve.protocols.base.register_protocol`):
 :mod:`.prometheus` (absolute and relative grading), :mod:`.inspect_graders` (``model_graded_qa``,
 ``model_graded_fact``), :mod:`.lmms` (lmms-eval's judge helpers), :mod:`.geval` (deepeval's G-Eval),
-:mod:`.mt_bench` (MT-Bench single and pairwise, and the benchmarks using its format). :mod:`.scales` maps the
+:mod:`.mt_bench` (MT-Bench single and pairwise, and the benchmarks using its format), :mod:`.ragas`
+(AspectCritic, SimpleCriteriaScore), :mod:`.phoenix` (arize-phoenix-evals' classification templates). :mod:`.scales` maps the
 judge's calibrated reading to each kind of scale; :mod:`.reply` scores and renders. A new tool is a new
 module imported below.
 """
@@ -15,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 # The built-in protocols: importing a module registers them, in this order (the first match answers).
-from judge.serve.protocols import prometheus, inspect_graders, lmms, geval, mt_bench  # noqa: F401  # isort: skip
+from judge.serve.protocols import prometheus, inspect_graders, lmms, geval, mt_bench, ragas, phoenix  # noqa: F401  # isort: skip
 from judge.serve.protocols.base import (
     REGISTRY,
     Prompt,
