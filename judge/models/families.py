@@ -49,6 +49,9 @@ class Family:
     #: the per-token type map the model's own ``generate`` places images by (Qwen's ``mm_token_type_ids``,
     #: 1 at an image token), from which it computes its multi-axis positions; None: it needs none
     token_types: str | None = None
+    #: the image processor takes pixel bounds (Qwen's ``min_pixels``/``max_pixels``, kept in its ``size`` as
+    #: ``shortest_edge``/``longest_edge``), which the run config's ``model.min_pixels``/``max_pixels`` set
+    pixel_bounds: bool = False
     _processor: Callable[[str], Any] | None = field(default=None, repr=False, compare=False)
 
     def lora_pattern(self) -> str:
@@ -105,6 +108,7 @@ QWEN25VL = Family(
     vision_inputs=("image_grid_thw",),
     multi_axis_positions=True,
     token_types="mm_token_type_ids",
+    pixel_bounds=True,
     _processor=_qwen25vl_processor,
 )
 
@@ -167,6 +171,24 @@ def load_processor(family: Family, path: str):
     """``family``'s torchvision-free processor from a checkpoint or a saved processor folder."""
     assert family._processor is not None
     return family._processor(path)
+
+
+def set_pixel_bounds(processor, min_pixels: int | None, max_pixels: int | None) -> None:
+    """Set the image processor's pixel bounds (``model.min_pixels``/``max_pixels``) as the processor takes
+    them; saved with it, so the judge folder scores at the resolution it trained at. Nothing to do for None."""
+    if min_pixels is None and max_pixels is None:
+        return
+    family = of_processor(processor)
+    if family is None or not family.pixel_bounds:
+        name = family.name if family is not None else type(processor).__name__
+        raise ConfigError(f"model.min_pixels/max_pixels: {name}'s images have no pixel bounds to set")
+    if min_pixels is not None and max_pixels is not None and min_pixels > max_pixels:
+        raise ConfigError(f"model.min_pixels ({min_pixels}) is over model.max_pixels ({max_pixels})")
+    ip = processor.image_processor
+    if min_pixels is not None:
+        ip.size["shortest_edge"] = min_pixels
+    if max_pixels is not None:
+        ip.size["longest_edge"] = max_pixels
 
 
 def quantization_skip() -> list[str]:
