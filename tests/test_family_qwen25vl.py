@@ -16,14 +16,6 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 TOL = 1e-5
 
 
-@pytest.fixture(scope="session")
-def tiny_qwen():
-    """(model, processor) of the seeded tiny Qwen2.5-VL scorer; shared, so tests must not modify it."""
-    from judge.models import build_tiny_scorer
-
-    return build_tiny_scorer(seed=0, name="tiny-qwen2.5-vl")
-
-
 def test_the_registry_names_each_family_by_its_model_tiny_name_and_processor(tiny, tiny_qwen):
     assert families.of_model(tiny[0]) is families.INTERNVL
     assert families.of_model(tiny_qwen[0]) is families.QWEN25VL
@@ -127,6 +119,41 @@ def test_packed_scores_equal_the_kv_copy(tiny_qwen, rubric):
     for k in ref:
         assert abs(got[k].expected - ref[k].expected) < TOL, k
         assert max(abs(p - q) for p, q in zip(got[k].distribution, ref[k].distribution, strict=True)) < TOL
+
+
+def test_a_rationale_first_score_is_the_models_own_generation_and_read_out(tiny_qwen, rubric):
+    """score_with_rationale on an item with two images: the rationale is what the model's own ``generate``
+    writes (greedy) on the processor's full output (ids, pixels, grid, token types: its own M-RoPE), and the
+    score is the model's own forward on that prompt with the rationale and the score cue appended."""
+    from judge.core.template import SCORE_CUE
+    from judge.models.readout import ExpectedScorer
+
+    model, processor = tiny_qwen
+    scorer = ExpectedScorer(model, processor, rubric.scale.values, packed="off")
+    req = requests(rubric, 3)[2]
+    assert len(req.images) == 2
+    req = type(req)(key=req.key, criteria=req.criteria[:1], prompts=req.prompts[:1], images=req.images)
+    (got,) = scorer.score_with_rationale(req, max_new_tokens=12)
+    text = processor.apply_chat_template(req.prompts[0], add_generation_prompt=True, tokenize=False)
+    out = processor(text=[text], images=req.images, return_tensors="pt", add_special_tokens=False)
+    assert set(out) >= {"pixel_values", "image_grid_thw", "mm_token_type_ids"}
+    n = out["input_ids"].shape[1]
+    with torch.no_grad():
+        gen = model.generate(**out, max_new_tokens=12, do_sample=False)
+    written = processor.tokenizer.decode(gen[0, n:], skip_special_tokens=True)
+    assert gen.shape[1] > n and got.rationale == written.split(SCORE_CUE.strip())[0].rstrip()
+    cont = processor.tokenizer(got.rationale + "\n" + SCORE_CUE, add_special_tokens=False)["input_ids"]
+    full = dict(out)
+    full["input_ids"] = torch.cat([out["input_ids"], torch.tensor([cont])], 1)
+    full["attention_mask"] = torch.ones_like(full["input_ids"])
+    full["mm_token_type_ids"] = torch.cat(
+        [out["mm_token_type_ids"], torch.zeros((1, len(cont)), dtype=torch.long)], 1
+    )
+    with torch.no_grad():
+        logits = model(**full).logits[0, -1]
+    probs = torch.softmax(logits[scorer.score_ids].double(), -1)
+    expected = float(sum(p * v for p, v in zip(probs.tolist(), scorer.values, strict=True)))
+    assert abs(got.expected - expected) < TOL and got.num_tokens == n
 
 
 @pytest.mark.slow

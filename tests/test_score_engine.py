@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from judge.core.errors import ConfigError
-from judge.core.schema import PredictionRecord
+from judge.core.schema import PredictionRecord, content_images
 from judge.scoring.engine import JudgeEngine, JudgeSpec, resolve_judge
 from judge.scoring.inputs import load_inputs
 
@@ -107,6 +107,22 @@ def test_unscorable_items_get_null_with_reason(tiny, rubric, small_demo):
     short = engine(tiny, rubric, max_tokens=64).score_records(recs[:1])
     assert {s.details["reason_code"] for s in short} == {"too_long"} and all(s.score is None for s in short)
     assert "over the context budget of 64" in short[0].reason
+
+
+@pytest.mark.parametrize("family", ["tiny", "tiny_qwen"])
+def test_an_item_whose_images_exceed_the_context_budget_is_refused(family, request, rubric, records):
+    """Every family: an item with images one token over the context budget is null with its reason, never a
+    0 (InternVL's single-tile images have no tile to drop; Qwen2.5-VL's none at all: their size is the
+    processor's pixel bounds)."""
+    model = request.getfixturevalue(family)
+    rec = next(r for r in records if content_images(r.response) or content_images(r.question))
+    full = engine(model, rubric).score_records([rec])
+    assert all(s.score is not None for s in full)
+    n = max(s.details["num_tokens"] for s in full)
+    over = engine(model, rubric, max_tokens=n - 1).score_records([rec])
+    assert {s.details["reason_code"] for s in over} == {"too_long"} and all(s.score is None for s in over)
+    assert f"the prompt is {n} tokens" in over[0].reason
+    assert f"over the context budget of {n - 1}" in over[0].reason
 
 
 def write_card(folder: Path, rubric_hash: str) -> Path:

@@ -28,6 +28,45 @@ def test_shipped_configs_are_valid():
     assert path.name == "demo.yaml" and demo.model.path == "tiny" and demo.train.finetune == "full"
 
 
+def test_the_qwen25vl_recipe_is_rubric6_on_its_base_and_its_bounds_reach_the_processor(tiny, tiny_qwen):
+    """rubric6-qwen2.5vl-3b: the same sections and keys as rubric6, validated by the run config's own loader,
+    the Qwen2.5-VL-3B hub id (nothing downloaded), LoRA on the language model, pixel bounds that the tiny
+    Qwen2.5-VL's processor takes (and InternVL's refuses), a batch of 16 examples per step."""
+    import copy
+
+    import yaml
+
+    from judge.models import families
+    from judge.rubrics import __file__ as rubrics_init
+
+    path, cfg = load_run_config("rubric6-qwen2.5vl-3b")
+    assert path.name == "rubric6-qwen2.5vl-3b.yaml"
+    raw = yaml.safe_load(path.read_text())
+    base = yaml.safe_load((path.parent / "rubric6.yaml").read_text())
+    assert raw.keys() == base.keys() and all(
+        raw[k].keys() == base[k].keys() for k in base if isinstance(base[k], dict) and k != "model"
+    )
+    assert raw["model"].keys() == base["model"].keys() | {"min_pixels", "max_pixels"}
+    assert cfg.model.path == "Qwen/Qwen2.5-VL-3B-Instruct" and cfg.model.dtype == "bfloat16"
+    assert (
+        cfg.train.finetune == "lora" and cfg.lora.target_modules == "language" and cfg.quantization == "none"
+    )
+    assert not cfg.lora.train_vision and not cfg.lora.train_projector
+    assert cfg.model.min_pixels == 256 * 28 * 28 and cfg.model.max_pixels == 1024 * 28 * 28
+    assert cfg.train.per_device_train_batch_size * cfg.train.gradient_accumulation_steps == 16
+    assert cfg.eval.best_metric == "overall_spearman" and cfg.rubric == "mmie"
+    assert str(path).startswith(str(__import__("pathlib").Path(rubrics_init).parent))
+    # The bounds as the processor takes them: the size it resizes within.
+    processor = copy.deepcopy(tiny_qwen[1])
+    families.set_pixel_bounds(processor, cfg.model.min_pixels, cfg.model.max_pixels)
+    assert processor.image_processor.size["shortest_edge"] == 200704
+    assert processor.image_processor.size["longest_edge"] == 802816
+    with pytest.raises(ConfigError, match="no pixel bounds"):
+        families.set_pixel_bounds(copy.deepcopy(tiny[1]), 1, 2)
+    with pytest.raises(ConfigError, match="over model.max_pixels"):
+        families.set_pixel_bounds(processor, 10, 2)
+
+
 def test_override_and_unknown_key_errors():
     _, cfg = load_run_config("rubric6.yaml", {"train.learning_rate": 1e-4, "lora.r": 4})
     assert cfg.train.learning_rate == 1e-4 and cfg.lora.r == 4

@@ -15,7 +15,7 @@ a video processor, and a tiny builder in :mod:`judge.testing` (docs/families.md 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -46,6 +46,12 @@ class Family:
     vision_inputs: tuple[str, ...] = ()
     #: the rotary positions have several axes (Qwen's M-RoPE: time, height, width), computed per prompt
     multi_axis_positions: bool = False
+    #: the per-token type map the model's own ``generate`` places images by (Qwen's ``mm_token_type_ids``,
+    #: 1 at an image token), from which it computes its multi-axis positions; None: it needs none
+    token_types: str | None = None
+    #: the image processor takes pixel bounds (Qwen's ``min_pixels``/``max_pixels``, kept in its ``size`` as
+    #: ``shortest_edge``/``longest_edge``), which the run config's ``model.min_pixels``/``max_pixels`` set
+    pixel_bounds: bool = False
     _processor: Callable[[str], Any] | None = field(default=None, repr=False, compare=False)
 
     def lora_pattern(self) -> str:
@@ -101,6 +107,8 @@ QWEN25VL = Family(
     quantization_skip=(r".*visual", "lm_head"),
     vision_inputs=("image_grid_thw",),
     multi_axis_positions=True,
+    token_types="mm_token_type_ids",
+    pixel_bounds=True,
     _processor=_qwen25vl_processor,
 )
 
@@ -165,11 +173,44 @@ def load_processor(family: Family, path: str):
     return family._processor(path)
 
 
+def set_pixel_bounds(processor, min_pixels: int | None, max_pixels: int | None) -> None:
+    """Set the image processor's pixel bounds (``model.min_pixels``/``max_pixels``) as the processor takes
+    them; saved with it, so the judge folder scores at the resolution it trained at. Nothing to do for None."""
+    if min_pixels is None and max_pixels is None:
+        return
+    family = of_processor(processor)
+    if family is None or not family.pixel_bounds:
+        name = family.name if family is not None else type(processor).__name__
+        raise ConfigError(f"model.min_pixels/max_pixels: {name}'s images have no pixel bounds to set")
+    if min_pixels is not None and max_pixels is not None and min_pixels > max_pixels:
+        raise ConfigError(f"model.min_pixels ({min_pixels}) is over model.max_pixels ({max_pixels})")
+    ip = processor.image_processor
+    if min_pixels is not None:
+        ip.size["shortest_edge"] = min_pixels
+    if max_pixels is not None:
+        ip.size["longest_edge"] = max_pixels
+
+
 def quantization_skip() -> list[str]:
     """The modules no family's quantization touches (a pattern that matches no module of a model is inert)."""
     out: list[str] = []
     for f in FAMILIES:
         out += [m for m in f.quantization_skip if m not in out]
+    return out
+
+
+def generation_inputs(processor, input_ids: torch.Tensor, vision: Mapping[str, Any]) -> dict[str, Any]:
+    """What the model's own ``generate`` (or a forward left to place images itself) takes beside the ids and
+    the attention mask: ``vision`` (``pixel_values`` and the family's :attr:`~Family.vision_inputs`, already on
+    the model's device) and, where the family has one, its per-token type map computed from ``input_ids``
+    (Qwen2.5-VL: ``mm_token_type_ids``, with which its generate computes the M-RoPE positions of the prompt
+    and of every new token). Empty without images: InternVL's generate fails on ``pixel_values=None``."""
+    out = {k: v for k, v in vision.items() if v is not None}
+    if not out:
+        return {}
+    family = of_processor(processor)
+    if family is not None and family.token_types is not None:
+        out[family.token_types] = (input_ids == processor.image_token_id).to(input_ids.dtype)
     return out
 
 

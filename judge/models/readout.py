@@ -43,7 +43,7 @@ from judge.core.errors import JudgeError
 from judge.core.template import SCORE_CUE
 from judge.models import BATCH_TOKENS
 from judge.models.batching import batch_cost, kept_prefix_len, pack, plan_batches, real_tokens
-from judge.models.families import multi_axis_positions, of_processor
+from judge.models.families import generation_inputs, multi_axis_positions, of_processor
 from judge.models.float32_head import Float32Head
 from judge.models.packed import PACKED_ENV, pack_row, packed_attention, prefix_tree_mask, resolve_packed
 from judge.models.requests import CriterionScore, Encoded, EncodedShape, ScoreRequest
@@ -373,28 +373,29 @@ class ExpectedScorer:
         was_training = self.model.training
         _eval_mode(self.model)
         try:
+            # The images' inputs as the family's forward takes them (Qwen: the grid, and the token types its
+            # generate places the images by); the read-out pass below leaves the positions to the model too.
+            vision = {k: v.to(self.device) for k, v in enc.vision_extra.items()}
+            if enc.pixel_values is not None:
+                vision["pixel_values"] = enc.pixel_values.to(self.device, _float_dtype(self.model))
             for ids in enc.input_ids:
                 input_ids = torch.tensor([ids], device=self.device)
-                pv = (
-                    enc.pixel_values.to(self.device, _float_dtype(self.model))
-                    if enc.pixel_values is not None
-                    else None
-                )
-                # No pixel_values key at all for a text-only prompt: InternVL's generate fails on None.
-                vision = {"pixel_values": pv} if pv is not None else {}
                 gen = self.model.generate(
                     input_ids=input_ids,
                     attention_mask=torch.ones_like(input_ids),
                     max_new_tokens=max_new_tokens,
                     do_sample=False,
-                    **vision,
+                    **generation_inputs(self.processor, input_ids, vision),
                 )
                 text = self.tokenizer.decode(gen[0, len(ids) :], skip_special_tokens=True)
                 rationale = text.split(SCORE_CUE.strip())[0].rstrip()
                 cont = self.tokenizer(rationale + "\n" + SCORE_CUE, add_special_tokens=False)["input_ids"]
                 full = torch.tensor([ids + cont], device=self.device)
                 logits = self._forward_logits(
-                    input_ids=full, attention_mask=torch.ones_like(full), pixel_values=pv, use_cache=False
+                    input_ids=full,
+                    attention_mask=torch.ones_like(full),
+                    use_cache=False,
+                    **generation_inputs(self.processor, full, vision),
                 )
                 dist, mass = self._readout(logits)[0]
                 s = self._make(dist, mass, len(ids))

@@ -226,11 +226,12 @@ def _generate(service: JudgeService, req: ChatRequest, images: list, streamer: A
     import torch
     from transformers import GenerationConfig
 
+    from judge.models.families import generation_inputs
     from judge.models.readout import _float_dtype
 
     engine = service.engine
     model, tok = engine.scorer.model, engine.scorer.tokenizer
-    ids, pixel_values = _encode(engine.processor, req.messages, images, engine.max_tokens)
+    ids, vision = _encode(engine.processor, req.messages, images, engine.max_tokens)
     time_left(req)  # encoding is the step before the model: past the deadline, answer now (a 504)
     if streamer is not None:  # every refusal is behind: the stream's headers go out now, tokens follow
         streamer.begin(req)
@@ -241,8 +242,13 @@ def _generate(service: JudgeService, req: ChatRequest, images: list, streamer: A
     pad = gen.pad_token_id if gen.pad_token_id is not None else tok.pad_token_id
     device = engine.scorer.device
     input_ids = torch.tensor([ids], device=device)
-    # No pixel_values key at all without images: transformers runs the vision encoder on any it is given.
-    extra = {"pixel_values": pixel_values.to(device, _float_dtype(model))} if pixel_values is not None else {}
+    # The family's image inputs (Qwen: the grid and the token types its generate computes M-RoPE from); no
+    # key at all without images: transformers runs the vision encoder on any pixel_values it is given.
+    on_device = {
+        k: v.to(device, _float_dtype(model)) if k == "pixel_values" else v.to(device)
+        for k, v in vision.items()
+    }
+    extra = generation_inputs(engine.processor, input_ids, on_device)
     from transformers import StoppingCriteriaList
 
     with holding_model(service, req), torch.inference_mode():
@@ -283,11 +289,12 @@ def _generate(service: JudgeService, req: ChatRequest, images: list, streamer: A
 
 
 def _encode(processor, messages: list[dict], images: list, budget: int):
-    """Token ids and pixel values of the conversation, as the scorer encodes its prompts; over the context
+    """Token ids and image inputs (``pixel_values`` and the family's others) of the conversation, as the
+    scorer encodes its prompts; over the context
     budget, fewer tiles per image first (as the engine does), then a 422 naming the lengths."""
     from jinja2 import TemplateError
 
-    from judge.models.readout import encode_prompts
+    from judge.models.readout import encode_vision
 
     base = getattr(getattr(processor, "image_processor", None), "max_patches", None)
     texts = [p["text"] for m in messages for p in m["content"] if p["type"] == "text"]
@@ -300,10 +307,10 @@ def _encode(processor, messages: list[dict], images: list, budget: int):
             code="context_length_exceeded",
         )
     try:
-        ids, pv = encode_prompts(processor, [messages], images)
+        ids, vision = encode_vision(processor, [messages], images)
         if len(ids[0]) >= budget and images and base:
             for tiles in range(int(base) - 1, 0, -1):
-                ids, pv = encode_prompts(processor, [messages], images, tiles)
+                ids, vision = encode_vision(processor, [messages], images, tiles)
                 if len(ids[0]) < budget:
                     break
     except (JudgeError, ValueError, TemplateError) as e:
@@ -316,7 +323,7 @@ def _encode(processor, messages: list[dict], images: list, budget: int):
             "(--max-tokens), prompt and at least one generated token together: shorten the conversation or "
             "send fewer images"
         )
-    return ids[0], pv
+    return ids[0], vision
 
 
 def _generated_logprobs(tok, new: list[int], logits, top: int, eos_ids: set, cut: int | None) -> list[dict]:

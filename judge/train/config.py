@@ -41,6 +41,17 @@ class ModelConfig(StrictModel):
         "of a row.",
     )
     trust_remote_code: bool = False
+    min_pixels: int | None = Field(
+        None,
+        ge=1,
+        description="Qwen2.5-VL's dynamic resolution: an image is resized to at least this many pixels "
+        "(the processor's min_pixels; None: the checkpoint's). Refused for a family without these bounds.",
+    )
+    max_pixels: int | None = Field(
+        None,
+        ge=1,
+        description="...and at most this many (max_pixels; 28 x 28 pixels make one image token).",
+    )
 
 
 class LoraConfig(StrictModel):

@@ -8,7 +8,7 @@ import logging
 import os
 
 from judge.core.errors import ConfigError
-from judge.models.families import INTERNVL, of_model
+from judge.models.families import INTERNVL, of_model, set_pixel_bounds
 from judge.train.config import RunConfig
 
 logger = logging.getLogger(__name__)
@@ -37,6 +37,7 @@ def build_model(cfg: RunConfig):
         attn_implementation=cfg.model.attn_implementation,
         device_map=device_map,
     )
+    set_pixel_bounds(processor, cfg.model.min_pixels, cfg.model.max_pixels)
     model.train()
     if liger_on(cfg):
         apply_liger(model, required=cfg.train.liger_kernel is True)

@@ -80,6 +80,7 @@ class TrainingDiverged(JudgeError):
 def prepare_data(cfg: RunConfig, config_path: Path | None, data_dir: str | Path | None) -> Path:
     """Build the SFT dataset (main process; the others wait), or check a prebuilt one; return its folder."""
     from judge.data.build import build_sft_dataset
+    from judge.models.families import set_pixel_bounds
     from judge.models.loading import load_processor
 
     rubric = load_rubric(cfg.rubric)
@@ -88,6 +89,7 @@ def prepare_data(cfg: RunConfig, config_path: Path | None, data_dir: str | Path 
         out = cfg.data_dir
         if state.is_main_process:
             processor = load_processor(cfg.model.path, cfg.model.trust_remote_code)
+            set_pixel_bounds(processor, cfg.model.min_pixels, cfg.model.max_pixels)
             sections = DataSections(
                 rubric=cfg.rubric, data=cfg.data, output_dir=cfg.output_dir, seed=cfg.seed
             )
