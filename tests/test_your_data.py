@@ -172,7 +172,7 @@ def test_labels_match_scores_by_model_and_id_or_question_id_and_say_which_did_no
 
 
 def test_scores_of_criteria_the_humans_did_not_label_are_said_to_be_left_out_and_how_to_avoid_them(
-    tmp_path, rubric
+    tmp_path, rubric, capsys
 ):
     """Humans labelled overall only; the judge scored overall and a rubric criterion (judge-score's default):
     the warning says those records are left out and names judge-score --criteria, not a rubric problem. A
@@ -197,6 +197,15 @@ def test_scores_of_criteria_the_humans_did_not_label_are_said_to_be_left_out_and
     assert "judge-score --criteria overall" in warning, warning
     assert not any("rubric" in w for w in sc.warnings), sc.warnings
     assert sc.coverage["unknown_criterion"] == len(preds) and sc.coverage["criterion_not_in_rubric"] == 0
+    # judge-report prints it and writes the count to report.json.
+    out = tmp_path / "report"
+    argv = ["--human", str(path), "--scores", f"judge={tmp_path / 's.jsonl'}", "--bootstrap", "20", "--out",
+            str(out), "--ppi-draws", "0"]  # fmt: skip
+    assert report_main(argv) == 0
+    assert "judge-score --criteria overall" in capsys.readouterr().out
+    (info,) = json.loads((out / "report.json").read_text())["scorers"]
+    cov = info["coverage"]
+    assert cov["unknown_criterion"] == len(preds) and cov["criterion_not_in_rubric"] == 0
 
     odd = [{**r, "criterion": "charm"} for r in rows if r["criterion"] == "text_quality"]
     rows2 = [r for r in rows if r["criterion"] == "overall"] + odd
