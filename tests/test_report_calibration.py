@@ -350,7 +350,7 @@ def test_nothing_trusted_prints_no_interval_and_says_there_is_no_threshold(
     assert check["share_trusted"]["ci"] is None and check["no_threshold"] is True
     assert check["pairwise"]["share_trusted"]["ci"] is None and check["pairwise"]["no_threshold"] is True
     md = (out / "report.md").read_text()
-    assert "0: none trusted (no threshold)" in md and "[0.00, 0.00]" not in md
+    assert "0: none trusted (no threshold)" in md and "[0.00, 0.00]" not in md and "[0.000, 0.000]" not in md
     script = Path(__file__).resolve().parents[1] / "scripts" / "demo_recap.py"
     spec = importlib.util.spec_from_file_location("demo_recap", script)
     recap = importlib.util.module_from_spec(spec)
@@ -423,8 +423,8 @@ def test_a_coverage_whose_interval_lies_below_the_promise_is_warned_about(
     assert check.coverage.ci[1] < 0.9 and load_report(tmp_path / "kept" / "report.json").calibration
     assert warned["kept"] == []
     assert warned["broken"] == [
-        f"cal: its 90% intervals contain {check.coverage.value:.3f} [{check.coverage.ci[0]:.2f}, "
-        f"{check.coverage.ci[1]:.2f}] of the {check.n} held-out human scores, the whole interval below the 90% "
+        f"cal: its 90% intervals contain {check.coverage.value:.3f} [{check.coverage.ci[0]:.3f}, "
+        f"{check.coverage.ci[1]:.3f}] of the {check.n} held-out human scores, the whole interval below the 90% "
         "promised: the calibration does not keep its promise on these labels (refit it with judge-calibrate "
         "--human on labelled items like these)"
     ]

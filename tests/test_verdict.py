@@ -45,7 +45,7 @@ def test_the_verdict_says_what_the_report_and_the_audit_say(view_run):
     sp, ceiling = main["scorers"]["tiny"]["spearman"], main["ceiling"]["loao"]["spearman"]
     agreement = verdicts["Agreement"]
     assert agreement.headline.startswith(
-        f"tiny: Spearman {sp['value']:.3f} [{sp['ci'][0]:.2f}, {sp['ci'][1]:.2f}]"
+        f"tiny: Spearman {sp['value']:.3f} [{sp['ci'][0]:.3f}, {sp['ci'][1]:.3f}]"
     )
     assert f"of the annotators' {ceiling['value']:.3f}" in agreement.headline
     assert any(
@@ -78,7 +78,7 @@ def test_another_report_or_audit_gives_another_verdict(view_run, tmp_path):
             c["verdict"] = "sensitive"
     (audit / "audit.json").write_text(json.dumps(data))
     verdicts = {v.topic: v for v in run_verdicts(read_run_files(score=score, report=rep, audit=audit))}
-    assert verdicts["Agreement"].headline.startswith("tiny: Spearman 0.777 [0.70, 0.85]")
+    assert verdicts["Agreement"].headline.startswith("tiny: Spearman 0.777 [0.701, 0.852]")
     assert "blind to blank-images (a known limit)" in verdicts["Audit"].headline
     assert "sensitive to off-topic" in verdicts["Audit"].headline
     blank = next(d for d in verdicts["Audit"].details if "blank-images" in d)
@@ -102,7 +102,7 @@ def test_an_agreement_whose_interval_reaches_0_gets_no_share_of_the_ceiling(view
         verdicts = {v.topic: v for v in run_verdicts(read_run_files(score=score, report=rep, audit=audit))}
         got[value] = verdicts["Agreement"].headline
     assert got[-0.038].startswith(
-        "tiny: Spearman -0.038 [-0.43, 0.26], no agreement shown (the interval contains 0), against the ceiling "
+        "tiny: Spearman -0.038 [-0.430, 0.260], no agreement shown (the interval contains 0), against the ceiling "
         f"of the annotators' {ceiling:.3f}"
     )
     assert "an inverse agreement (the interval lies below 0)" in got[-0.3]

@@ -171,6 +171,51 @@ def test_labels_match_scores_by_model_and_id_or_question_id_and_say_which_did_no
         assert any("4 of 5 labelled responses matched" in w for w in sc.warnings)
 
 
+def test_scores_of_criteria_the_humans_did_not_label_are_said_to_be_left_out_and_how_to_avoid_them(
+    tmp_path, rubric, capsys
+):
+    """Humans labelled overall only; the judge scored overall and a rubric criterion (judge-score's default):
+    the warning says those records are left out and names judge-score --criteria, not a rubric problem. A
+    criterion the rubric does not have keeps its own rubric-mismatch warning."""
+    from judge.core.io import load_annotations
+    from judge.eval.matching import human_items, load_score_file, match_scorer
+
+    preds = _predictions(3)
+    rows = [
+        {"id": p["id"], "benchmark": "mmie", "task": "SA", "model": p["model"], "metric": "judge",
+         "criterion": crit, "score": 1.0 + i % 5}
+        for i, p in enumerate(preds)
+        for crit in ("overall", "text_quality")
+    ]  # fmt: skip
+    path = _write(tmp_path / "labels.jsonl", _labels(preds, "prediction"))
+    items = human_items(load_annotations(path, rubric=rubric, check_images=False).records)
+
+    sc = match_scorer(load_score_file(_write(tmp_path / "s.jsonl", rows), "judge"), items, rubric)
+    assert len(sc.matches) == len(preds)  # overall compared
+    (warning,) = [w for w in sc.warnings if "did not label" in w]
+    assert warning.startswith(f"{len(preds)} record(s)") and "left out of the comparison" in warning
+    assert "judge-score --criteria overall" in warning, warning
+    assert not any("rubric" in w for w in sc.warnings), sc.warnings
+    assert sc.coverage["unknown_criterion"] == len(preds) and sc.coverage["criterion_not_in_rubric"] == 0
+    # judge-report prints it and writes the count to report.json.
+    out = tmp_path / "report"
+    argv = ["--human", str(path), "--scores", f"judge={tmp_path / 's.jsonl'}", "--bootstrap", "20", "--out",
+            str(out), "--ppi-draws", "0"]  # fmt: skip
+    assert report_main(argv) == 0
+    assert "judge-score --criteria overall" in capsys.readouterr().out
+    (info,) = json.loads((out / "report.json").read_text())["scorers"]
+    cov = info["coverage"]
+    assert cov["unknown_criterion"] == len(preds) and cov["criterion_not_in_rubric"] == 0
+
+    odd = [{**r, "criterion": "charm"} for r in rows if r["criterion"] == "text_quality"]
+    rows2 = [r for r in rows if r["criterion"] == "overall"] + odd
+    sc = match_scorer(load_score_file(_write(tmp_path / "s2.jsonl", rows2), "judge"), items, rubric)
+    (mismatch,) = [w for w in sc.warnings if "does not have" in w]
+    assert "rubric 'mmie'" in mismatch and "same rubric" in mismatch and "charm" in mismatch, mismatch
+    assert not any("did not label" in w for w in sc.warnings), sc.warnings
+    assert sc.coverage["criterion_not_in_rubric"] == len(preds)
+
+
 def test_a_label_that_names_two_responses_is_refused():
     from judge.core.identity import LabelMatcher
 

@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
         for pc in paired:
             st = pc.spearman
             assert st is not None
-            ci = f"[{st.ci[0]:+.2f}, {st.ci[1]:+.2f}]" if st.ci else "[-]"
+            ci = f"[{st.ci[0]:+.3f}, {st.ci[1]:+.3f}]" if st.ci else "[-]"
             p = f"p = {st.p:.3f}" if st.p is not None else "p = -"
             diff = "-" if st.diff is None else f"{st.diff:+.3f}"
             print(f"  {pc.a} - {pc.b}: {diff} {ci}, {p} ({pc.n} items, {pc.n_questions} questions)")

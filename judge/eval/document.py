@@ -22,10 +22,12 @@ def fmt(x, digits: int = 3) -> str:
     return f"{x:.{digits}f}"
 
 
-def fmt_ci(stat: Interval | None, small: bool = False, digits: int = 2) -> str:
+def fmt_ci(stat: Interval | None, small: bool = False, digits: int = 3) -> str:
+    """A value and its interval at the same number of decimals (a bound at fewer could print below the value
+    it bounds: ``0.956 [0.96, 0.96]``)."""
     if stat is None or stat.value is None:
         return "undefined"
-    out = f"{stat.value:.{digits + 1}f}"
+    out = f"{stat.value:.{digits}f}"
     if stat.ci:
         out += f" [{stat.ci[0]:.{digits}f}, {stat.ci[1]:.{digits}f}]"
     return out + (" †" if small else "")
@@ -127,7 +129,7 @@ def fmt_signed(stat: Interval | None, small: bool = False) -> str:
         return "undefined"
     out = f"{stat.value:+.3f}"
     if stat.ci:
-        out += f" [{stat.ci[0]:+.2f}, {stat.ci[1]:+.2f}]"
+        out += f" [{stat.ci[0]:+.3f}, {stat.ci[1]:+.3f}]"
     return out + (" †" if small else "")
 
 

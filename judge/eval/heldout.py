@@ -205,7 +205,7 @@ def _coverage_broken(c: CalibrationCheck) -> str | None:
     if level is None or cov.value is None or not cov.ci or cov.ci[1] >= level:
         return None
     return (
-        f"{c.scorer}: its {level:.0%} intervals contain {cov.value:.3f} [{cov.ci[0]:.2f}, {cov.ci[1]:.2f}] of "
+        f"{c.scorer}: its {level:.0%} intervals contain {cov.value:.3f} [{cov.ci[0]:.3f}, {cov.ci[1]:.3f}] of "
         f"the {c.n} held-out human scores, the whole interval below the {level:.0%} promised: the calibration "
         "does not keep its promise on these labels (refit it with judge-calibrate --human on labelled items "
         "like these)"

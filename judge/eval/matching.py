@@ -15,7 +15,9 @@ For each scorer, the report counts (nothing is dropped silently):
 * ``scored``: matched and with a number; ``unscorable``: matched with ``score: null`` (reasons
   counted); ``missing``: expected but absent from the file;
 * ``unknown_ids``: records of responses no label names (warned about, with examples);
-  ``unknown_criterion``: a labelled response with a criterion the humans did not score;
+  ``unknown_criterion``: records of a labelled response with a criterion the humans did not score (left
+  out; the warning says how to score the labelled criteria only), of which ``criterion_not_in_rubric``
+  name a criterion the rubric does not have for the item's family (a rubric mismatch);
 * ``labels``: how many labelled responses matched a scored response, and examples of those that did not;
   ``filtered``: records of criteria left out by ``--criterion``.
 
@@ -288,6 +290,11 @@ def _rubric_hashes(rec: ScoreRecord) -> set[str]:
     return out
 
 
+def _in_rubric(rubric: Rubric, family: str, criterion: str) -> bool:
+    fam = rubric.families.get(family)
+    return fam is not None and criterion in fam.criterion_ids
+
+
 def _shown(model: str, rid: str) -> str:
     """A response in a message: ``model/id``, or the id alone when no model is named."""
     return rid if model == NO_MODEL else f"{model}/{rid}"
@@ -330,12 +337,14 @@ def match_scorer(
         slot[crit] = (line, r)
     labels = LabelMatcher(index).match(it.label for it in items)
     labelled_crits: dict[ResponseKey, set[str]] = {}
+    family_of: dict[ResponseKey, str] = {}
     seen: set[tuple[str, str, str]] = set()
     for it in items:
         response = labels.matched.get(it.label)
         if response is None:
             continue
         labelled_crits.setdefault(response, set()).add(it.criterion)
+        family_of.setdefault(response, it.task)
         got = index[response].get(it.criterion)
         if got is not None:
             seen.add(it.key)
@@ -348,6 +357,14 @@ def match_scorer(
         for (m, i), crits in labelled_crits.items()
         for c in index[(m, i)]
         if c not in crits
+    ]
+    # Of those, the criteria the rubric does not have for the item's family: a true mismatch (another rubric);
+    # the others are criteria the humans did not label (a labelled subset, e.g. overall only).
+    off_rubric = [
+        f"{_shown(m, i)}/{c}"
+        for (m, i), crits in labelled_crits.items()
+        for c in index[(m, i)]
+        if c not in crits and not _in_rubric(rubric, family_of[(m, i)], c)
     ]
 
     scored_criteria = {m.item.criterion for m in sc.matches}
@@ -375,6 +392,7 @@ def match_scorer(
         "unknown_id_examples": list(dict.fromkeys(unknown_ids))[:N_EXAMPLES],
         "unknown_criterion": len(unknown_crit),
         "unknown_criterion_examples": unknown_crit[:N_EXAMPLES],
+        "criterion_not_in_rubric": len(off_rubric),
         "filtered": n_filtered,
         "missing_examples": [f"{_shown(it.model, it.id)}/{it.criterion}" for it in missing[:N_EXAMPLES]],
         "labels": labels.describe(),
@@ -393,10 +411,20 @@ def match_scorer(
         )
     if labels.unmatched:
         sc.warnings.append(f"{sf.name}: {labels.sentence(f'a record of {sf.path}')}")
-    if unknown_crit:
+    if len(unknown_crit) > len(off_rubric):
+        unlabelled = [u for u in unknown_crit if u not in set(off_rubric)]
+        labelled = list(dict.fromkeys(c for crits in labelled_crits.values() for c in sorted(crits)))
+        only = " ".join(f"--criteria {c}" for c in labelled)
         sc.warnings.append(
-            f"{len(unknown_crit)} record(s) of {sf.path} score a criterion the humans did not score for that item "
-            f"(e.g. {', '.join(cov['unknown_criterion_examples'])}); they are not compared. Check the rubric."
+            f"{len(unlabelled)} record(s) of {sf.path} score a criterion the humans did not label for that "
+            f"response (e.g. {', '.join(unlabelled[:N_EXAMPLES])}); they are left out of the comparison, which "
+            f"uses the labelled criteria ({', '.join(labelled)}). To score only those: judge-score {only}."
+        )
+    if off_rubric:
+        sc.warnings.append(
+            f"{len(off_rubric)} record(s) of {sf.path} score a criterion rubric {rubric.name!r} does not have for "
+            f"the item's family (e.g. {', '.join(off_rubric[:N_EXAMPLES])}); they are not compared. Check that "
+            "the scores and the labels use the same rubric (--rubric)."
         )
     if missing:
         sc.warnings.append(

@@ -269,7 +269,7 @@ def paired_section(d: Doc, data: ReportData) -> None:
             else:
                 cells.append(
                     f"{r.diff:+.3f}"
-                    + (f" [{r.ci[0]:+.2f}, {r.ci[1]:+.2f}]" if r.ci else "")
+                    + (f" [{r.ci[0]:+.3f}, {r.ci[1]:+.3f}]" if r.ci else "")
                     + f", p = {fmt(r.p)}"
                     + (" †" if p.small_n else "")
                 )

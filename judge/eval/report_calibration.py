@@ -291,7 +291,7 @@ def ppi_section(d: Doc, data: ReportData) -> None:
 def _est(mean: float | None, ci: list[float] | None, bounded: list[str] | None = None) -> str:
     if mean is None:
         return "undefined"
-    return f"{mean:.3f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "") + (" ‡" if bounded else "")
+    return f"{mean:.3f}" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "") + (" ‡" if bounded else "")
 
 
 def _share(x: float | None, se: float | None = None) -> str:

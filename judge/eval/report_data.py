@@ -163,6 +163,8 @@ class Coverage(_Data):
     unknown_id_examples: list[str]
     unknown_criterion: int
     unknown_criterion_examples: list[str]
+    #: of unknown_criterion, those naming a criterion the rubric lacks for the item's family (0 in older reports)
+    criterion_not_in_rubric: int = 0
     filtered: int
     missing_examples: list[str]
     unscorable_reasons: list[UnscorableReason]

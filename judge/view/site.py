@@ -279,7 +279,7 @@ def _summary(view: ViewData, plots: list[tuple[str, str, Path]]) -> dict[str, An
         cols, body = main_table(data)
         paired = [
             [f"{pc.a} - {pc.b}", f"{pc.spearman.diff:+.3f}" if pc.spearman.diff is not None else "-",
-             f"[{pc.spearman.ci[0]:+.2f}, {pc.spearman.ci[1]:+.2f}]" if pc.spearman.ci else "-",
+             f"[{pc.spearman.ci[0]:+.3f}, {pc.spearman.ci[1]:+.3f}]" if pc.spearman.ci else "-",
              f"{pc.spearman.p:.3f}" if pc.spearman.p is not None else "-"]
             for pc in data.paired
             if pc.slice == data.main and pc.spearman is not None

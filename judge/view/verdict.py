@@ -110,12 +110,12 @@ def read_run_files(
 # ----------------------------------------------------------------------------- formatting
 
 
-def _iv(x: dict[str, Any] | None, digits: int = 3, ci_digits: int = 2) -> str:
-    """A value with its interval, as the report prints it: ``0.632 [0.54, 0.71]``."""
+def _iv(x: dict[str, Any] | None, digits: int = 3) -> str:
+    """A value with its interval at the same decimals, as the report prints it: ``0.632 [0.541, 0.710]``."""
     if not x or x.get("value") is None:
         return "undefined"
     ci = x.get("ci")
-    return f"{x['value']:.{digits}f}" + (f" [{ci[0]:.{ci_digits}f}, {ci[1]:.{ci_digits}f}]" if ci else "")
+    return f"{x['value']:.{digits}f}" + (f" [{ci[0]:.{digits}f}, {ci[1]:.{digits}f}]" if ci else "")
 
 
 def _pct(x: float | None) -> str:
@@ -180,7 +180,7 @@ def agreement_verdict(files: RunFiles, scorer: str) -> Verdict | None:
         diff = -sp["diff"] if flip else sp["diff"]
         lo, hi = sorted((-sp["ci"][0], -sp["ci"][1]) if flip else (sp["ci"][0], sp["ci"][1]))
         word = "better than" if lo > 0 else "worse than" if hi < 0 else "not distinguishable from"
-        shown = f"{diff:+.3f} [{lo:+.2f}, {hi:+.2f}]"
+        shown = f"{diff:+.3f} [{lo:+.3f}, {hi:+.3f}]"
         against.append((other, word, shown))
         details.append(
             f"  {scorer} - {other}: {shown} (same resamples; {pc['n']} items, {pc['n_questions']} questions): "
