@@ -213,10 +213,14 @@ def test_greedy_sampling_settings_are_accepted_and_said(client):
 
 def test_an_unrecognised_conversation_is_refused_by_default(client):
     """``--chat judge-only`` (the default): the openai client raises, never returns text to parse into NaN."""
-    with pytest.raises(openai.UnprocessableEntityError) as e:
-        client.responses.create(model=MODEL, input="Rate this answer from 1 to 10: 42")
-    assert e.value.code == "not_a_judge_prompt" and "`input`" in e.value.message
-    assert "judge.judge_chat_messages" in e.value.message and "--chat generate" in e.value.message
+    for stream in (False, True):  # streamed: refused before the first event
+        with pytest.raises(openai.UnprocessableEntityError) as e:
+            client.responses.create(model=MODEL, input="Rate this answer from 1 to 10: 42", stream=stream)
+        assert (
+            e.value.code == "not_a_judge_prompt" and "`input`" in e.value.message and e.value.param == "input"
+        )
+        assert "judge.judge_chat_messages" in e.value.message and "--chat generate" in e.value.message
+        assert "inspect-model-graded-qa" in e.value.message  # the formats it answers
 
 
 BIG = "word " * 200_000

@@ -69,7 +69,7 @@ REFUSED = {
     "prompt": "stored prompt templates are not kept here: send the prompt in `input` and `instructions`",
     "context_management": f"{_STATELESS}: there is no context to manage",
 }
-_PARTS = {"input_text": "text", "output_text": "text", "input_image": "image_url"}
+_PARTS = ("input_text", "output_text", "input_image")
 _ROLES = ("user", "assistant", "system", "developer")
 
 
@@ -240,7 +240,6 @@ _RENAMES = (
     (".function.parameters", ".parameters"),
     ("{'type': 'function', 'function': {'name': ...}}", "{'type': 'function', 'name': ...}"),
     ("`messages`", "`input`"),
-    ("`stream_options`", "`stream`"),
 )
 
 
@@ -343,7 +342,7 @@ def to_chat(body: Mapping[str, Any]) -> Mapped:
         "text": {"format": (body.get("text") or {}).get("format") or {"type": "text"}, "verbosity": "medium"},
         "tools": body.get("tools") or [],
         "tool_choice": body.get("tool_choice") or "auto",
-        "parallel_tool_calls": body.get("parallel_tool_calls", True),
+        "parallel_tool_calls": body.get("parallel_tool_calls") is not False,
         "top_logprobs": top,
         "previous_response_id": None,
         "reasoning": {"effort": None, "summary": None},
