@@ -21,7 +21,8 @@ One route, two answers:
   reply's ``judge`` is null and its ``X-Judge-Scored`` header ``false`` (``true`` on a scored reply).
 
 How the judge's prompt is recognised: :mod:`judge.serve.judge_prompt`. The request's fields are checked
-by :mod:`judge.serve.chat_request`.
+by :mod:`judge.serve.chat_request`. ``POST /v1/responses`` (OpenAI's Responses API) is answered by this same
+code, its request converted to a chat body and the answer back (:mod:`judge.serve.responses`).
 
 Parameters: ``model`` (one of the served names, echoed in the reply; else 404), ``messages``,
 ``max_tokens`` / ``max_completion_tokens`` (capped by ``--max-new-tokens`` and the context budget),
