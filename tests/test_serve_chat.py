@@ -247,8 +247,7 @@ def test_a_bad_chat_value_names_the_option():
     import subprocess
     import sys
 
-    from pydantic import ValidationError
-
+    from judge.core.errors import ConfigError
     from judge.serve.config import ServeConfig
 
     out = subprocess.run(
@@ -258,7 +257,7 @@ def test_a_bad_chat_value_names_the_option():
     assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
     assert "argument --chat: invalid choice: 'sometimes'" in out.stderr
     assert "'judge-only', 'generate'" in out.stderr
-    with pytest.raises(ValidationError, match="chat"):
+    with pytest.raises(ConfigError, match="`chat`: Input should be 'judge-only', 'generate' or 'any'"):
         ServeConfig(judge="tiny", chat="sometimes")  # type: ignore[arg-type]
     assert ServeConfig(judge="tiny").chat == "judge-only"
 
