@@ -47,7 +47,20 @@ def _score(url: str) -> tuple[int, float]:
 def measure(checkout: Path, rounds: int, chats: int) -> dict:
     env = server_env()
     env["PYTHONPATH"] = str(checkout) + os.pathsep + env["PYTHONPATH"]
-    args = ["--judge", "tiny", "--rubric", "mmie", "--timeout-s", "5", "--served-name", "tiny"]
+    # `--chat any`: the generating chats need generation (judge-only is the default); `any` is read by old
+    # checkouts (--before) and new ones (where it names generate).
+    args = [
+        "--judge",
+        "tiny",
+        "--rubric",
+        "mmie",
+        "--timeout-s",
+        "5",
+        "--served-name",
+        "tiny",
+        "--chat",
+        "any",
+    ]
     with tempfile.TemporaryDirectory() as tmp, running_server(args, Path(tmp), env=env) as s:
         for _ in range(3):  # warm-up
             _score(s.url)

@@ -26,7 +26,7 @@ CHATS = 100
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     args = ["--judge", "tiny", "--rubric", "mmie", "--served-name", "tiny", "--timeout-s", "5",
-            "--max-chat-concurrency", "2", "--max-chat-queue", "40"]  # fmt: skip
+            "--max-chat-concurrency", "2", "--max-chat-queue", "40", "--chat", "generate"]  # fmt: skip
     with running_server(args, tmp_path_factory.mktemp("log")) as s:
         yield s
 

@@ -44,7 +44,20 @@ def jpeg_data_url() -> str:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    args = ["--judge", "tiny", "--rubric", "mmie", "--api-key", KEY, "--image-root", str(DEMO)]
+    # --chat generate: tests below are about generation (judge-only, the default, refuses it; see
+    # test_the_default_refuses_an_unrecognised_conversation).
+    args = [
+        "--judge",
+        "tiny",
+        "--rubric",
+        "mmie",
+        "--api-key",
+        KEY,
+        "--image-root",
+        str(DEMO),
+        "--chat",
+        "generate",
+    ]
     with running_server(args, tmp_path_factory.mktemp("log")) as s:
         yield s
 
@@ -153,6 +166,8 @@ def test_models_retrieve_and_several_served_names(tmp_path):
         "judge",
         "--served-name",
         "gpt-4o-2024-11-20",
+        "--chat",
+        "generate",  # the model-name check below is made on a generated reply
     ]
     with running_server(args, tmp_path) as s:
         c = OpenAI(base_url=s.url + "/v1", api_key="unused", max_retries=0, timeout=60)
@@ -189,6 +204,62 @@ def test_judge_only_and_greedy_sampling(tmp_path):
         assert a == b  # the same reading, whatever the sampling settings said
         with pytest.raises(openai.UnprocessableEntityError):
             c.chat.completions.create(model=MODEL, messages=messages, n=2)
+
+
+def test_the_default_refuses_an_unrecognised_conversation(tmp_path):
+    """Issue 41: with no --chat, a conversation that is neither the judge's prompt nor a tool's is a 422 that
+    names the recognised formats and how to build the judge's prompt; the openai client raises (streamed or
+    not), so a client that parses numbers from text cannot turn generated text into a silent NaN."""
+    with running_server(["--judge", "tiny", "--rubric", "mmie"], tmp_path) as s:
+        c = OpenAI(base_url=s.url + "/v1", api_key="unused", max_retries=0, timeout=60)
+        for stream in (False, True):
+            with pytest.raises(openai.UnprocessableEntityError) as e:
+                c.chat.completions.create(
+                    model=MODEL,
+                    messages=[{"role": "user", "content": "Rate this answer 1-10: 42"}],
+                    stream=stream,
+                )
+            assert e.value.code == "not_a_judge_prompt" and e.value.param == "messages"
+            message = e.value.message
+            assert "--chat judge-only, the default" in message and "--chat generate" in message
+            assert "judge.judge_chat_messages(rubric, item, criterion)" in message and "/v1/score" in message
+            for name in ("prometheus-absolute", "inspect-model-graded-qa", "lmms-eval-binary", "deepeval-geval",
+                         "mt-bench-single"):  # fmt: skip
+                assert name in message
+        # The judge's own prompt is still answered, scored.
+        messages = judge_chat_messages("mmie", demo_item("SA"), "overall", root=REPO / "annotations" / "demo")
+        raw = httpx.post(
+            s.url + "/v1/chat/completions", json={"model": MODEL, "messages": messages}, timeout=60
+        )
+        assert raw.status_code == 200 and raw.headers["x-judge-scored"] == "true", raw.text
+
+
+def test_chat_generate_answers_other_conversations_unscored(client):
+    raw = client.chat.completions.with_raw_response.create(
+        model=MODEL, messages=[{"role": "user", "content": "Rate this answer 1-10: 42"}], max_tokens=3
+    )
+    r = raw.parse()
+    assert raw.headers["x-judge-scored"] == "false" and (r.model_extra or {})["judge"] is None
+    assert r.choices[0].message.content and r.usage is not None and r.usage.completion_tokens >= 1
+
+
+def test_a_bad_chat_value_names_the_option():
+    import subprocess
+    import sys
+
+    from judge.core.errors import ConfigError
+    from judge.serve.config import ServeConfig
+
+    out = subprocess.run(
+        [sys.executable, "-m", "judge.cli.serve", "--judge", "tiny", "--chat", "sometimes"],
+        cwd=REPO, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
+    assert "argument --chat: invalid choice: 'sometimes'" in out.stderr
+    assert "'judge-only', 'generate'" in out.stderr
+    with pytest.raises(ConfigError, match="`chat`: Input should be 'judge-only', 'generate' or 'any'"):
+        ServeConfig(judge="tiny", chat="sometimes")  # type: ignore[arg-type]
+    assert ServeConfig(judge="tiny").chat == "judge-only"
 
 
 def test_logprobs_of_generation(client):

@@ -37,6 +37,8 @@ def live(tmp_path_factory, request):
         "8",
         "--reward-task",
         "SA",
+        "--chat",
+        "generate",  # valid chats generate (judge-only, the default, would refuse them before the model)
     ]
     with running_server(args, tmp_path_factory.mktemp("log")) as s:
         yield s
@@ -153,7 +155,18 @@ def _raw(body) -> bytes:
 @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
 @given(
     where=st.sampled_from(
-        ["question", "response", "reference", "image", "chat", "stop", "image_url", "reward"]
+        [
+            "question",
+            "response",
+            "reference",
+            "image",
+            "chat",
+            "stop",
+            "image_url",
+            "reward",
+            "responses",
+            "input_image",
+        ]
     ),
     text=POISON,
 )
@@ -175,6 +188,14 @@ def test_a_poisoned_string_anywhere_is_a_4xx_or_its_querys_fallback(live, where,
     elif where == "image_url":
         part = {"type": "image_url", "image_url": {"url": text}}
         route, body = "/v1/chat/completions", {**chat, "messages": [{"role": "user", "content": [part]}]}
+    elif where in ("responses", "input_image"):
+        part = (
+            {"type": "input_text", "text": text}
+            if where == "responses"
+            else {"type": "input_image", "image_url": text}
+        )
+        route, body = "/v1/responses", {"model": "tiny", "input": [{"role": "user", "content": [part]}],
+                                        "max_output_tokens": 1}  # fmt: skip
     else:
         prompt = "<|im_start|>user\nQ?<|im_end|>\n<|im_start|>assistant\n"
         route, body = "/get_reward", {"query": [prompt + "A.<|im_end|>", prompt + text]}

@@ -46,6 +46,7 @@ def _clients(module: str) -> None:
 def server(tmp_path_factory):
     args = ["--judge", "tiny", "--rubric", "mmie", "--protocol-task", "SA", "--image-root", str(DEMO)]
     args += ["--served-name", MODEL, "--served-name", LOGPROB_MODEL]
+    args += ["--chat", "generate"]  # an unrecognised prompt is generated text here (judge-only refuses it)
     with running_server(args, tmp_path_factory.mktemp("log")) as s:
         yield s
 

@@ -109,7 +109,7 @@ def test_when_one_unit_fails_the_requests_other_units_are_withdrawn(service):
 
 @pytest.fixture(scope="module")
 def chatty(tmp_path_factory):
-    args = ["--judge", "tiny", "--rubric", "mmie", "--max-new-tokens", "4000"]
+    args = ["--judge", "tiny", "--rubric", "mmie", "--max-new-tokens", "4000", "--chat", "generate"]
     with running_server(args, tmp_path_factory.mktemp("log")) as s:
         yield s
 

@@ -22,6 +22,7 @@ ASK = [{"role": "user", "content": "Count the stars."}]
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     args = ["--judge", "tiny", "--rubric", "mmie", "--image-root", str(DEMO), "--protocol-task", "SA"]
+    args += ["--chat", "generate"]  # generation streams token by token (judge-only, the default, refuses it)
     with running_server(args, tmp_path_factory.mktemp("log")) as s:
         yield s
 

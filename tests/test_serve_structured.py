@@ -33,6 +33,7 @@ ITEM = {"id": "x", "task": "SA", "question": QUESTION, "response": GOOD}
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     args = ["--judge", "tiny", "--rubric", "mmie", "--protocol-task", "SA", "--served-name", MODEL]
+    args += ["--chat", "generate"]  # the refusals and the sampling policy of generated text are tested too
     with running_server(args, tmp_path_factory.mktemp("log")) as s:
         yield s
 

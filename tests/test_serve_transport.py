@@ -38,6 +38,7 @@ ITEM = {"id": "x", "task": "SA", "question": "Continue the story.", "response": 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     args = ["--judge", "tiny", "--rubric", "mmie", "--protocol-task", "SA", "--reward-task", "SA"]
+    args += ["--chat", "generate"]  # a chat with a long image is generated text here (judge-only refuses it)
     with running_server(args, tmp_path_factory.mktemp("log")) as s:
         yield s
 
@@ -156,9 +157,21 @@ _LONG_URL = "data:image/png;base64," + "A" * (BOUND + 1000)
             {"model": MODEL, "messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": _LONG_URL}}]}]},
             True,
         ),
+        ("/v1/responses", {"model": MODEL, "input": _LONG_URL}, False),
+        (
+            "/v1/responses",
+            {"model": MODEL, "input": [{"role": "user", "content": [{"type": "input_text", "text": _LONG_URL}]}]},
+            False,
+        ),
+        (
+            "/v1/responses",
+            {"model": MODEL, "input": [{"role": "user", "content": [{"type": "input_image", "image_url": _LONG_URL}]}]},
+            True,
+        ),
     ],
     ids=["score-question", "score-image", "score-text-part", "reward-query", "reward-query-after-data",
-         "reward-images", "chat-content", "chat-text-part", "chat-image-url"],
+         "reward-images", "chat-content", "chat-text-part", "chat-image-url", "responses-input",
+         "responses-input-text", "responses-input-image"],
 )  # fmt: skip
 def test_the_data_exemption_holds_for_image_fields_only(server, route, body, is_image):
     r = httpx.post(server.url + route, json=body, timeout=120)
@@ -200,9 +213,11 @@ _BIG = "data:" + "A" * 40_000_000
         ("/v1/score", {"items": [{**ITEM, "meta": {"image": _BIG}}]}, "items[0].meta.image"),
         ("/v1/score", {"items": [ITEM], "url": _BIG}, "url"),
         ("/get_reward", {"query": ["q"], "image": _BIG}, "image"),
+        ("/v1/responses", {"model": MODEL, "input": [{"role": "user", "content": [
+            {"type": "input_text", "text": "hi", "image_url": _BIG}]}]}, "input[0].content[0].image_url"),
     ],
     ids=["chat-top-level-url", "chat-text-part-image_url", "chat-url-before-text-type", "score-meta-image",
-         "score-top-level-url", "reward-image-key"],
+         "score-top-level-url", "reward-image-key", "responses-text-part-image_url"],
 )  # fmt: skip
 def test_a_long_data_string_outside_an_image_field_is_refused(server, route, body, field):
     r, took = _timed_post(server.url + route, json.dumps(body).encode())
@@ -222,9 +237,11 @@ def test_a_long_data_string_outside_an_image_field_is_refused(server, route, bod
         ("/v1/score", {"items": [{**ITEM, "question": [{"type": "text", "text": "Look."}, {"type": "image", "image": "LONG"}]}]}),
         ("/v1/score", {"items": [{"id": "SA_1", "question": [{"text": "Look.", "image": "LONG"}], "answer": "A cat."}]}),
         ("/get_reward", {"query": ["q"], "images": [["LONG"]]}),
+        ("/v1/responses", {"model": MODEL, "max_output_tokens": 2, "input": [{"role": "user", "content": [
+            {"type": "input_image", "image_url": "LONG"}, {"type": "input_text", "text": "hi"}]}]}),
     ],
     ids=["chat-url-before-type", "chat-image_url-string", "score-image-segment", "score-mmie-segment",
-         "reward-images"],
+         "reward-images", "responses-input-image"],
 )  # fmt: skip
 def test_a_long_image_data_url_in_its_place_still_scores(server, route, body):
     url = _fat_png_url(BOUND + 1000)

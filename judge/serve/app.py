@@ -1,6 +1,6 @@
 """The HTTP face of ``judge-serve``: a FastAPI app over a :class:`~judge.serve.service.JudgeService`.
 
-Routes: ``POST /v1/score``, ``POST /v1/chat/completions``, ``GET /v1/models``, ``GET /v1/judge``,
+Routes: ``POST /v1/score``, ``POST /v1/chat/completions``, ``POST /v1/responses``, ``GET /v1/models``, ``GET /v1/judge``,
 ``GET /health`` (alive), ``GET /ready`` (503 until loaded and warmed up, and again while draining),
 ``GET /metrics`` (Prometheus). With an API key every route but ``/health`` needs ``Authorization:
 Bearer KEY``. Every error, an unknown route or method included, is OpenAI's shape, ``{"error": {"message",
@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -43,7 +43,7 @@ from judge.serve.body import (
     parse_json,
     structure_budget,
 )
-from judge.serve.image_places import CHAT, REWARD, SCORE, misplaced_long_string, misplaced_message
+from judge.serve.image_places import CHAT, RESPONSES, REWARD, SCORE, misplaced_long_string, misplaced_message
 from judge.serve.metrics import CONTENT_TYPE
 from judge.serve.openapi import ScoreRequest, components, request_body
 from judge.serve.reward import PER_QUERY, RewardRequest
@@ -58,7 +58,7 @@ PUBLIC_ROUTES = {"/health"}
 #: OpenRLHF's remote reward model path, and the same under /v1/.
 REWARD_ROUTES = ("/get_reward", "/v1/reward")
 #: The routes that read images, by their kind of image places (:mod:`judge.serve.image_places`).
-IMAGE_ROUTES = {"/v1/chat/completions": CHAT, "/v1/score": SCORE}
+IMAGE_ROUTES = {"/v1/chat/completions": CHAT, "/v1/responses": RESPONSES, "/v1/score": SCORE}
 #: Set in the scope by the Guard when the byte guard spared a long ``data:`` string: the string bound.
 SPARED_DATA_URLS = "judge.spared_data_urls"
 TIMEOUT_HEADER = "x-request-timeout"
@@ -253,28 +253,57 @@ def create_app(service: JudgeService, *, load: bool = True) -> FastAPI:
 
     @app.post("/v1/chat/completions", openapi_extra=request_body("/v1/chat/completions"))
     async def chat_completions(request: Request):
-        from judge.serve.chat import complete, request_deadline
+        _batcher(service)
+        body = await _json_body(request)
+        if isinstance(body, Response):
+            return body
+        return await chatting(request, body)
+
+    @app.post("/v1/responses", openapi_extra=request_body("/v1/responses"))
+    async def responses(request: Request):
+        """OpenAI's Responses API, as a chat completion (judge.serve.responses): converted, answered, back."""
+        from judge.serve.responses import to_chat
 
         _batcher(service)
         body = await _json_body(request)
         if isinstance(body, Response):
             return body
+        mapped = await run_in_threadpool(to_chat, body)
+        return await chatting(request, mapped.chat, mapped)
+
+    async def chatting(request: Request, chat: dict[str, Any], mapped: Any = None) -> Response:
+        """A chat completion of ``chat``, under the chat gate (judge.serve.admission); ``mapped``: the
+        Responses request ``chat`` was converted from, which converts the answer and the refusals back."""
+        from judge.serve.chat import complete, request_deadline
+
         since, timeout = arrived(request.scope), _header_timeout(request)
         try:  # a place among the chats in progress, waited for on the event loop (judge.serve.admission)
-            release = await chats.enter(request_deadline(service, body, timeout, since))
+            release = await chats.enter(request_deadline(service, chat, timeout, since))
         except GateFull as e:
             return error(429, f"busy: {e}; retry later", {"Retry-After": "1"}, code="chat_queue_full")
         except GateTimeout as e:
             return error(504, f"{e} (raise `timeout`, or retry when fewer chats are in progress)")
-        if body.get("stream") is True:  # server-sent events (judge.serve.streaming), which give the slot back
-            from judge.serve.streaming import stream
-
-            return await stream(service, body, timeout, request, since=since, release=release)
         try:
-            reply, headers = await run_in_threadpool(complete, service, body, timeout, None, since)
-        finally:
-            release()
-        return JSONResponse(reply, headers=headers)
+            if (
+                chat.get("stream") is True
+            ):  # server-sent events (judge.serve.streaming), which give the slot back
+                from judge.serve.streaming import stream
+
+                streamed = await stream(service, chat, timeout, request, since=since, release=release)
+                if mapped is None:
+                    return streamed
+                kept = {
+                    k: v for k, v in streamed.headers.items() if k.lower().startswith(("x-", "cache-control"))
+                }
+                events = mapped.events(streamed.body_iterator)
+                return StreamingResponse(events, media_type="text/event-stream", headers=kept)
+            try:
+                reply, headers = await run_in_threadpool(complete, service, chat, timeout, None, since)
+            finally:
+                release()
+        except RequestError as e:
+            raise e if mapped is None else mapped.error(e) from None
+        return JSONResponse(reply if mapped is None else mapped.response(reply), headers=headers)
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
@@ -404,7 +433,7 @@ class Guard:
 
 
 _ROUTES = {"/health", "/ready", "/metrics", "/v1/models", "/v1/judge", "/v1/score", "/v1/chat/completions",
-           *REWARD_ROUTES}  # fmt: skip
+           "/v1/responses", *REWARD_ROUTES}  # fmt: skip
 # GET /v1/models/<id> is counted under one label, "/v1/models/{id}": ids are the client's to choose.
 
 

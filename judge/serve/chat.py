@@ -14,14 +14,15 @@ One route, two answers:
   (content, ``expected``, ``argmax``, ``distribution``, logprobs: what ``/v1/score`` gives), its read-out
   in ``judge.raw_expected``, ``raw_argmax``, ``raw_distribution``, with the ``interval``; a judge with
   selective evaluation adds ``judge.trusted``.
-* **Any other conversation**: greedy generation with the judge model, its prompt rendered with the
-  processor's chat template and images expanded exactly as the scorer does
-  (:func:`~judge.models.readout.encode_prompts`). It is never taken for a score: the reply's ``judge``
-  is null and its ``X-Judge-Scored`` header ``false`` (``true`` on a scored reply). Under
-  ``--chat judge-only`` such a conversation is refused with a 422 that says how to build the judge's prompt.
+* **Any other conversation**: by default (``--chat judge-only``) refused with a 422 that says how to build
+  the judge's prompt and lists the tools' prompts recognised. Under ``--chat generate``: greedy generation
+  with the judge model, its prompt rendered with the processor's chat template and images expanded exactly
+  as the scorer does (:func:`~judge.models.readout.encode_prompts`). It is never taken for a score: the
+  reply's ``judge`` is null and its ``X-Judge-Scored`` header ``false`` (``true`` on a scored reply).
 
 How the judge's prompt is recognised: :mod:`judge.serve.judge_prompt`. The request's fields are checked
-by :mod:`judge.serve.chat_request`.
+by :mod:`judge.serve.chat_request`. ``POST /v1/responses`` (OpenAI's Responses API) is answered by this same
+code, its request converted to a chat body and the answer back (:mod:`judge.serve.responses`).
 
 Parameters: ``model`` (one of the served names, echoed in the reply; else 404), ``messages``,
 ``max_tokens`` / ``max_completion_tokens`` (capped by ``--max-new-tokens`` and the context budget),
@@ -123,10 +124,12 @@ def complete(
             if answer is None and service.cfg.chat == "judge-only":
                 raise RequestError(
                     "`messages`: this server answers only its judge's own rubric prompt and the tools' grading "
-                    "prompts it recognises (--chat judge-only), and this conversation is neither. Build the "
-                    "judge's prompt with judge.judge_chat_messages(rubric, item, criterion) (GET /v1/judge "
-                    "names the rubric, its families and criteria), or POST the item to /v1/score; "
-                    + protocols.unrecognised_message(),
+                    "prompts it recognises (--chat judge-only, the default), and this conversation is neither. "
+                    "Build the judge's prompt with judge.judge_chat_messages(rubric, item, criterion) (GET "
+                    "/v1/judge names the rubric, its families and criteria), or POST the item to /v1/score; "
+                    + protocols.unrecognised_message()
+                    + ". To answer other conversations with generated text (marked X-Judge-Scored: false), "
+                    "start the server with --chat generate.",
                     param="messages",
                     code="not_a_judge_prompt",
                 )

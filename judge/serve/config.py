@@ -38,11 +38,13 @@ class ServeConfig(Settings):
         "several, e.g. a harness's default model (default: the judge folder's name, or the model id as given)",
         json_schema_extra={"metavar": "NAME"},
     )
-    chat: Literal["any", "judge-only"] = Field(
-        "any",
-        description="any: /v1/chat/completions answers the judge's own prompt and the tools' grading prompts it "
-        "recognises with scores, and any other conversation with greedy generation (marked unscored); "
-        "judge-only: other conversations get a 422 listing the prompts it answers",
+    chat: Literal["judge-only", "generate", "any"] = Field(
+        "judge-only",
+        description="judge-only (the default): /v1/chat/completions answers the judge's own prompt and the "
+        "tools' grading prompts it recognises with scores, and any other conversation gets a 422 listing the "
+        "prompts it answers (a client that parses numbers from text would otherwise turn generated text into "
+        "NaN without an error); generate: other conversations are answered with greedy generation, marked "
+        "X-Judge-Scored: false (any: the old name of generate)",
     )
     sampling: Literal["refuse", "greedy"] = Field(
         "refuse",

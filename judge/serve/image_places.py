@@ -9,6 +9,7 @@ validation or work: a string over the bound anywhere but at a place listed below
 
 * ``/v1/chat/completions``: ``messages[i].content[j].image_url.url``, or ``...content[j].image_url`` as a
   string, of a part whose ``type`` is ``image_url``;
+* ``/v1/responses``: ``input[i].content[j].image_url`` of a part whose ``type`` is ``input_image``;
 * ``/v1/score``: ``items[i].F.image`` and ``items[i].F[j].image`` of an image segment (``type: image``, or
   MMIE's ``{"text": ..., "image": ...}`` without a type), ``F`` a content field (``question``,
   ``response``, ``reference``; MMIE's ``answer``, ``gt_answer``);
@@ -20,7 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 #: The routes with image places, by the kind :func:`misplaced_long_string` takes.
-CHAT, SCORE, REWARD = "chat", "score", "reward"
+CHAT, RESPONSES, SCORE, REWARD = "chat", "responses", "score", "reward"
 #: Fields of a /v1/score item that hold content (PredictionRecord's and MmieItem's).
 SCORE_CONTENT_FIELDS = ("question", "response", "reference", "answer", "gt_answer")
 
@@ -34,6 +35,18 @@ def _chat_images(body: dict[str, Any]) -> list[Any]:
             if isinstance(part, dict) and part.get("type") == "image_url":
                 spec = part.get("image_url")
                 out.append(spec.get("url") if isinstance(spec, dict) else spec)
+    return out
+
+
+def _responses_images(body: dict[str, Any]) -> list[Any]:
+    out: list[Any] = []
+    for msg in _list(body.get("input")):
+        if isinstance(msg, dict):
+            out += [
+                p.get("image_url")
+                for p in _list(msg.get("content"))
+                if isinstance(p, dict) and p.get("type") == "input_image"
+            ]
     return out
 
 
@@ -56,7 +69,7 @@ def _reward_images(body: dict[str, Any]) -> list[Any]:
     return [ref for refs in _list(body.get("images")) for ref in _list(refs)]
 
 
-_PLACES = {CHAT: _chat_images, SCORE: _score_images, REWARD: _reward_images}
+_PLACES = {CHAT: _chat_images, RESPONSES: _responses_images, SCORE: _score_images, REWARD: _reward_images}
 
 
 def _list(value: Any) -> list[Any]:
@@ -65,7 +78,7 @@ def _list(value: Any) -> list[Any]:
 
 def misplaced_long_string(body: dict[str, Any], kind: str | None, limit: int) -> str | None:
     """The field (``url``, ``messages[0].content[0].image_url``) of the first string in ``body`` longer
-    than ``limit`` bytes (its UTF-8 once parsed) that the route (``kind``: :data:`CHAT`, :data:`SCORE`,
+    than ``limit`` bytes (its UTF-8 once parsed) that the route (``kind``: :data:`CHAT`, :data:`RESPONSES`, :data:`SCORE`,
     :data:`REWARD`, or None for none) does not read as an image; None when there is none. Iterative, so
     any depth is safe; linear in the body's values."""
     images = {id(s) for s in _PLACES[kind](body) if isinstance(s, str)} if kind in _PLACES else set()
@@ -90,9 +103,9 @@ def _utf8_length(s: str) -> int:
 def misplaced_message(field: str, limit: int) -> str:
     return (
         f"`{field}` is a string of more than {limit:,} bytes (--max-string-bytes) where no image is read: "
-        "only a data URL in an image field (a chat image_url part's url, a /v1/score image segment's image, "
-        "the reward routes' images) may be longer"
+        "only a data URL in an image field (a chat image_url part's url, a responses input_image's image_url, "
+        "a /v1/score image segment's image, the reward routes' images) may be longer"
     )
 
 
-__all__ = ["CHAT", "REWARD", "SCORE", "misplaced_long_string", "misplaced_message"]
+__all__ = ["CHAT", "RESPONSES", "REWARD", "SCORE", "misplaced_long_string", "misplaced_message"]

@@ -133,10 +133,68 @@ class ChatCompletionRequest(BaseModel):
     timeout: float | None = Field(None, gt=0, description="seconds; shortens the server's --timeout-s")
 
 
+class InputText(BaseModel):
+    type: Literal["input_text", "output_text"]
+    text: str
+
+
+class InputImage(BaseModel):
+    type: Literal["input_image"]
+    image_url: str = Field(description="a base64 data URL, or a path under --image-root; nothing is fetched")
+    detail: Literal["auto", "low", "high", "original"] | None = None
+
+
+class InputMessage(BaseModel):
+    type: Literal["message"] | None = None
+    role: Literal["system", "developer", "user", "assistant"]
+    content: str | list[InputText | InputImage]
+
+
+class TextFormat(BaseModel):
+    type: Literal["text", "json_object", "json_schema"]
+    name: str | None = None
+    schema_: dict[str, Any] | None = Field(
+        None, alias="schema", description="for json_schema (docs/serving.md)"
+    )
+    strict: bool | None = None
+
+
+class TextConfig(BaseModel):
+    format: TextFormat | None = None
+
+
+class FunctionTool(BaseModel):
+    type: Literal["function"]
+    name: str
+    parameters: dict[str, Any] | None = None
+    strict: bool | None = None
+
+
+class ResponsesRequest(BaseModel):
+    """``POST /v1/responses``, OpenAI's Responses API, answered as the same chat completion would be; fields
+    it cannot honour (stored responses, hosted tools, reasoning, unknown fields) are refused (422)."""
+
+    model: str = Field(description="the served id (GET /v1/models)")
+    input: str | list[InputMessage] = Field(min_length=1)
+    instructions: str | None = Field(None, description="a system message before the input")
+    max_output_tokens: int | None = Field(None, ge=1)
+    temperature: float | None = Field(None, description="0, at most 0.01, or absent: decoding is greedy")
+    top_p: float | None = Field(None, ge=0, le=1)
+    text: TextConfig | None = None
+    tools: list[FunctionTool] | None = None
+    tool_choice: Literal["required"] | dict[str, Any] | None = Field(
+        None, description="{'type': 'function', 'name': N}, or 'required' with one tool"
+    )
+    stream: bool | None = Field(None, description="true: the reply as the Responses API's server-sent events")
+    store: Literal[False] | None = None
+    timeout: float | None = Field(None, gt=0, description="seconds; shortens the server's --timeout-s")
+
+
 #: route -> the model of its request body
 BODIES: dict[str, type[BaseModel]] = {
     "/v1/score": ScoreRequest,
     "/v1/chat/completions": ChatCompletionRequest,
+    "/v1/responses": ResponsesRequest,
     "/get_reward": RewardRequest,
     "/v1/reward": RewardRequest,
 }
@@ -167,6 +225,7 @@ def components(served: str | None = None, families: Sequence[str] = ()) -> dict[
     out["ScoreRequest"]["properties"]["items"].update(items={"anyOf": forms}, minItems=1)
     if served is not None:
         out["ChatCompletionRequest"]["properties"]["model"]["enum"] = [served]
+        out["ResponsesRequest"]["properties"]["model"]["enum"] = [served]
     if families:
         out["ScoreItem"]["properties"]["task"]["examples"] = list(families)
     return out
