@@ -114,6 +114,32 @@ def test_a_foreign_origin_is_403(server, origin):
     refused(r, 403, "forbidden_origin", "Origin")
 
 
+def _requests_counted(server, route: str, status: int) -> float:
+    import re
+
+    text = httpx.get(server.url + "/metrics").text
+    m = re.search(
+        rf'judge_requests_total\{{route="{re.escape(route)}",status="{status}"\}} ([0-9.e+]+)', text
+    )
+    return float(m.group(1)) if m else 0.0
+
+
+def test_host_and_origin_refusals_are_counted_in_metrics(server):
+    """Before: refused ahead of the request counter, so /metrics showed no trace of a rebinding probe."""
+    before = (_requests_counted(server, "/v1/score", 421), _requests_counted(server, "other", 403))
+    for _ in range(3):
+        r = httpx.post(
+            server.url + "/v1/score", json=BODIES["/v1/score"], headers={"Host": "attacker.example"}
+        )
+        assert r.status_code == 421
+    r = httpx.get(server.url + "/no/such/route", headers={"Origin": "http://attacker.example"})
+    assert r.status_code == 403
+    assert _requests_counted(server, "/v1/score", 421) == before[0] + 3
+    # A path no route serves is counted as "other": a scanner cannot grow the label set.
+    assert _requests_counted(server, "other", 403) == before[1] + 1
+    assert "/no/such/route" not in httpx.get(server.url + "/metrics").text
+
+
 def test_a_cross_site_request_without_an_origin_is_403(server):
     """What the browser says (Fetch Metadata) counts even where it sends no Origin."""
     fetch = {"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "no-cors", "Sec-Fetch-Dest": "script"}

@@ -239,8 +239,15 @@ class HostGuard:
     """ASGI middleware: a request the :class:`HostPolicy` refuses is answered by ``respond(refusal)`` (an
     ASGI app: the server's own error shape) before any route or other middleware runs."""
 
-    def __init__(self, app: ASGIApp, policy: HostPolicy, respond: Callable[[Refusal], ASGIApp]):
-        self.app, self.policy, self.respond = app, policy, respond
+    def __init__(
+        self,
+        app: ASGIApp,
+        policy: HostPolicy,
+        respond: Callable[[Refusal], ASGIApp],
+        counted: Callable[[str, int], None] | None = None,
+    ):
+        """``counted(path, status)``, when given, is told of each refusal (a server's request metrics)."""
+        self.app, self.policy, self.respond, self.counted = app, policy, respond, counted
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "http":
@@ -249,6 +256,8 @@ class HostGuard:
                 headers.setdefault(k.decode("latin-1").lower(), []).append(v.decode("latin-1"))
             refusal = self.policy.refusal(scope.get("method", "GET"), headers)
             if refusal is not None:
+                if self.counted is not None:
+                    self.counted(scope.get("path", ""), refusal.status)
                 await self.respond(refusal)(scope, receive, send)
                 return
         await self.app(scope, receive, send)

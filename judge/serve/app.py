@@ -117,8 +117,12 @@ def create_app(service: JudgeService, *, load: bool = True) -> FastAPI:
     app.add_middleware(Guard, service=service)
     # Outermost (added last): a foreign Host or Origin, or a body that is not JSON, is refused first.
     policy = HostPolicy(service.cfg.host, service.cfg.allowed_host)
+    # Refused before Guard runs, so counted by HostGuard: /metrics shows foreign-Host and -Origin probes too.
     app.add_middleware(
-        HostGuard, policy=policy, respond=lambda r: error(r.status, r.message, param=r.header, code=r.code)
+        HostGuard,
+        policy=policy,
+        respond=lambda r: error(r.status, r.message, param=r.header, code=r.code),
+        counted=lambda path, status: count_request(service, path, status),
     )
 
     @app.exception_handler(RequestValidationError)
@@ -403,14 +407,7 @@ class Guard:
                     scope, receive, sending
                 )
         finally:
-            known = (
-                route
-                if route in _ROUTES
-                else "/v1/models/{id}"
-                if route.startswith("/v1/models/")
-                else "other"
-            )
-            self.service.metrics.requests.labels(route=known, status=str(state["status"])).inc()
+            count_request(self.service, route, state["status"])
 
     def _refusal(self, route: str, headers: dict[str, str], too_large: str) -> Response | None:
         if self.api_key and route not in PUBLIC_ROUTES and not _authorized(headers, self.api_key):
@@ -430,6 +427,13 @@ class Guard:
         if self.service.draining and route.startswith("/v1/"):
             return error(503, "the server is shutting down", {"Retry-After": "1"})
         return None
+
+
+def count_request(service: JudgeService, route: str, status: int) -> None:
+    """``judge_requests`` by route and status; a path no route serves counts as ``other`` so that a
+    scanner cannot grow the metric's label set."""
+    known = route if route in _ROUTES else "/v1/models/{id}" if route.startswith("/v1/models/") else "other"
+    service.metrics.requests.labels(route=known, status=str(status)).inc()
 
 
 _ROUTES = {"/health", "/ready", "/metrics", "/v1/models", "/v1/judge", "/v1/score", "/v1/chat/completions",
