@@ -135,12 +135,16 @@ def calls(url: str) -> list[tuple[str, str, str, Callable[[], Any]]]:
                                                reference_answer=REF)[1]  # fmt: skip
         return judge.single_absolute_grade(instruction=Q, response=R, rubric=rubric, reference_answer=REF)[1]
 
-    def inspect(kind: str):
+    def inspect(kind: str, provider: str = "openai-api"):
         from inspect_ai.model import ChatMessageUser, ModelOutput, get_model
         from inspect_ai.scorer import Target, model_graded_fact, model_graded_qa
         from inspect_ai.solver import TaskState
 
-        grader = get_model("openai-api/judge/tiny")
+        if provider == "openai":  # inspect's openai/ provider calls the Responses API
+            os.environ["OPENAI_BASE_URL"] = url + "/v1"
+            grader = get_model("openai/tiny")
+        else:
+            grader = get_model("openai-api/judge/tiny")
         scorer = model_graded_qa(model=grader) if kind == "qa" else model_graded_fact(model=grader)
         state = TaskState(model="mockllm/model", sample_id=1, epoch=1, input=Q, messages=[ChatMessageUser(content=Q)],
                           output=ModelOutput.from_content("mockllm/model", R))  # fmt: skip
@@ -198,6 +202,7 @@ def _tool_calls(url, prometheus, inspect, lmms, geval, rewardbench, mt_bench_sin
         ("prometheus-eval", "prometheus-eval", "single_relative_grade (B: '9')", lambda: prometheus(True)),
         ("inspect-ai", "inspect-ai", "model_graded_qa", lambda: inspect("qa")),
         ("inspect-ai", "inspect-ai", "model_graded_fact", lambda: inspect("fact")),
+        ("inspect-ai", "inspect-ai", "model_graded_qa, openai/ (/v1/responses)", lambda: inspect("qa", "openai")),
         ("lmms-eval", "lmms-eval", "evaluate_binary", lambda: lmms().evaluate_binary(question=Q, answer=REF, prediction=R)["result"]),
         ("lmms-eval", "lmms-eval", "evaluate_with_rubric {accuracy: 1-10}",
          lambda: lmms().evaluate_with_rubric(question=Q, prediction=R, rubric={"accuracy": "correct? (1-10)"})["scores"]),
@@ -359,9 +364,9 @@ def _shape_calls(url: str) -> list[tuple[str, str, str, Callable[[], Any]]]:
         ("request shape", "openai", "json_object (judge's prompt)", json_object),
         ("request shape", "openai", "forced tool call, enum label", tool),
         ("request shape", "openai", "temperature 0.01, top_p 0.1, generated", greedy),
-        ("request shape", "openai", "/v1/responses, json_schema (responses branch)", lambda: responses(False)),
-        ("request shape", "openai", "/v1/responses, stream (responses branch)", lambda: responses(True)),
-        ("request shape", "openai", "unrecognised conversation (responses branch)", unrecognised),
+        ("request shape", "openai", "/v1/responses, json_schema", lambda: responses(False)),
+        ("request shape", "openai", "/v1/responses, stream", lambda: responses(True)),
+        ("request shape", "openai", "unrecognised conversation", unrecognised),
     ]  # fmt: skip
 
 
@@ -410,6 +415,7 @@ def wanted(url: str) -> list[Any]:
     return [
         scales.integer_scale(g, 1, 5),
         scales.preference_verdict(pref, ties=False),
+        scales.grade(g, partial=False),
         scales.grade(g, partial=False),
         scales.grade(g, partial=False),
         int(scales.binary(g)),
