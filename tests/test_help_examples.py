@@ -7,6 +7,9 @@ with few training steps so that it is quick). Each command runs as its console s
 in the server's command and in the commands that talk to it (examples name 8000, 8001, ...; on a shared
 machine those may be taken). A server (``judge-serve``, ``judge-view`` without ``--export``) counts as
 running once it is ready (``judge-serve``: ``GET /ready``, its judge loaded); its clients run, then it stops.
+A command's examples that each write only their own ``--out`` folder run two at a time (each on one
+thread), as two newcomers' shells would, and so do a command's servers, each with its clients;
+the other examples run in the order the help gives.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import subprocess
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -42,6 +46,8 @@ COMMANDS = {
 START = re.compile(r"^  (?:[A-Z_]+=\S+ )*(?:judge-[a-z]+|accelerate|curl) ")
 #: the default port of a server command that names none
 DEFAULT_PORT = {"judge-serve": 8000, "judge-view": 8765}
+#: examples run side by side at most (each on one thread): the development host's 2 cores
+SIDE_BY_SIDE = min(2, os.cpu_count() or 1)
 
 
 def help_text(command: str) -> str:
@@ -244,6 +250,23 @@ def _with_ports(cmd: str, ports: dict[int, int]) -> str:
     return cmd
 
 
+def _independent(cmds: list[str]) -> list[str]:
+    """The examples that may run side by side: all of them when each writes only its own ``--out`` folder
+    and none names another's (a command whose examples build on each other, or write into a folder another
+    reads, such as judge-train's and judge-calibrate's, runs in order); a launcher of several processes
+    (``accelerate``) runs alone, after them."""
+    own = [c for c in cmds if _name(c) != "accelerate"]
+    outs = [re.search(r"--out (\S+)", c) for c in own]
+    if len(own) < 2 or not all(outs):
+        return []
+    folders = [m.group(1) for m in outs if m]
+    if len(set(folders)) < len(folders):
+        return []
+    if any(f in c for f in folders for c in cmds if not c.endswith(f"--out {f}") and f"--out {f} " not in c):
+        return []
+    return own
+
+
 def _name(cmd: str) -> str:
     return next(w for w in cmd.split() if w.startswith("judge-") or w in ("curl", "accelerate"))
 
@@ -262,19 +285,27 @@ def test_every_help_example_runs_as_written(workspace, command):
     ports = _ports(cmds)
     servers = [c for c in cmds if _is_server(c)]
     clients = [c for c in cmds if c.startswith("curl") or "--server http" in c]
-    for cmd in cmds:
-        if cmd in servers or cmd in clients:
-            continue
-        got = _run(cmd, ws, env)
+    plain = [c for c in cmds if c not in servers and c not in clients]
+    together = _independent(plain)
+    # Independent examples two at a time (each runs one thread: OMP_NUM_THREADS=1), the rest in order.
+    with ThreadPoolExecutor(SIDE_BY_SIDE) as pool:
+        done = list(pool.map(lambda c: (c, _run(c, ws, env)), together))
+    for cmd in plain:
+        got = next((g for c, g in done if c == cmd), None) or _run(cmd, ws, env)
         assert got.returncode == 0, (cmd, got.stdout[-2000:], got.stderr[-2000:])
+    jobs = []
     for server in servers:
         m = re.search(r"--port (\d+)", server)
         port = int(m.group(1)) if m else DEFAULT_PORT[_name(server)]
         mine = [c for c in clients if re.search(rf":{port}\b", c)]
         cmd = _with_ports(server if m else f"{server} --port {port}", ports)
         path = "ready" if _name(server) == "judge-serve" else "index.html"
-        _serve(cmd, ws, env, path, [_with_ports(c, ports) for c in mine])
+        jobs.append((cmd, path, [_with_ports(c, ports) for c in mine]))
         clients = [c for c in clients if c not in mine]
+    # The servers (each on its own port, reading what the examples above wrote) two at a time, as above.
+    with ThreadPoolExecutor(SIDE_BY_SIDE) as pool:
+        for _ in pool.map(lambda job: _serve(job[0], ws, env, job[1], job[2]), jobs):
+            pass
     # A client whose server is another command's example (judge-score --server): the judge-serve example it
     # names, on its port.
     for port in sorted({int(p) for c in clients for p in re.findall(r":(\d{4})\b", c)}):
