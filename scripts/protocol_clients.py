@@ -336,9 +336,10 @@ def _shape_calls(url: str) -> list[tuple[str, str, str, Callable[[], Any]]]:
         ]
 
     def greedy():
+        # The judge's own prompt: a free conversation is refused by default (--chat judge-only).
         r = httpx.post(url + "/v1/chat/completions", timeout=120, json={
-            "model": "tiny", "messages": [{"role": "user", "content": "Say hi."}], "max_tokens": 2,
-            "temperature": 0.01, "top_p": 0.1, "response_format": {"type": "text"}})  # fmt: skip
+            "model": "tiny", "messages": msgs, "max_tokens": 2, "temperature": 0.01, "top_p": 0.1,
+            "response_format": {"type": "text"}})  # fmt: skip
         return f"{r.status_code} {r.headers.get('x-judge-sampling', '')}".strip()
 
     def unrecognised():
@@ -346,8 +347,11 @@ def _shape_calls(url: str) -> list[tuple[str, str, str, Callable[[], Any]]]:
             "model": "tiny", "messages": [{"role": "user", "content": "Say hi."}], "max_tokens": 2})  # fmt: skip
         return f"{r.status_code} scored={r.headers.get('x-judge-scored', '-')}"
 
+    # The Responses API's input: the same messages, their text parts as input_text.
+    inputs = [{**m, "content": [{**p, "type": "input_text"} for p in m["content"]]} for m in msgs]
+
     def responses(stream: bool):
-        r = httpx.post(url + "/v1/responses", timeout=60, json={"model": "tiny", "input": msgs, "stream": stream,
+        r = httpx.post(url + "/v1/responses", timeout=60, json={"model": "tiny", "input": inputs, "stream": stream,
                        "text": {"format": {"type": "json_schema", "name": "grade", "schema": schema(_LABELS), "strict": True}}})  # fmt: skip
         if r.status_code != 200 or stream:
             return str(r.status_code)
@@ -363,7 +367,7 @@ def _shape_calls(url: str) -> list[tuple[str, str, str, Callable[[], Any]]]:
         ("request shape", "openai", "json_schema, labels red/green/blue", lambda: as_schema({"type": "string", "enum": ["red", "green", "blue"]}, True)),
         ("request shape", "openai", "json_object (judge's prompt)", json_object),
         ("request shape", "openai", "forced tool call, enum label", tool),
-        ("request shape", "openai", "temperature 0.01, top_p 0.1, generated", greedy),
+        ("request shape", "openai", "temperature 0.01, top_p 0.1 (judge's prompt)", greedy),
         ("request shape", "openai", "/v1/responses, json_schema", lambda: responses(False)),
         ("request shape", "openai", "/v1/responses, stream", lambda: responses(True)),
         ("request shape", "openai", "unrecognised conversation", unrecognised),
