@@ -147,3 +147,51 @@ def test_ragas_discrete_metric_is_refused_saying_why(server):
         asyncio.run(metric.ascore(llm=_llm(server, wire), response=GOOD))
     assert "AspectCritic" in str(e.value)
     assert [status for _, status, _ in wire.sent] == [422]
+
+
+def _critic_prompt(metric, response: str) -> str:
+    from ragas.metrics._aspect_critic import AspectCritic, AspectCriticInput
+
+    critic = AspectCritic(name=metric.name, definition=metric.definition)
+    return critic.single_turn_prompt.to_string(AspectCriticInput(user_input=QUESTION, response=response))
+
+
+def _chat(server, prompt: str) -> httpx.Response:
+    body = {"model": "tiny", "messages": [{"role": "user", "content": prompt}]}
+    body |= {"response_format": {"type": "json_object"}, "temperature": 0.01}  # what instructor sends
+    return httpx.post(server.url + "/v1/chat/completions", json=body, timeout=60)
+
+
+def test_ragas_builtin_critics_on_a_fault_are_refused_and_the_others_answered(server):
+    """ragas' own predefined ``harmfulness`` and ``maliciousness`` critics (definitions read from the
+    installed package) ask whether the response is bad: a 422 naming the aspect, never verdict 1 for a
+    correct, harmless answer (nor a flipped verdict: the judge does not measure harm). The positive
+    built-ins (correctness, coherence, conciseness) still get the judge's verdict."""
+    _clients("ragas")
+    from ragas.metrics import _aspect_critic as builtin
+
+    for metric in (builtin.harmfulness, builtin.maliciousness):
+        r = _chat(server, _critic_prompt(metric, GOOD))
+        assert r.status_code == 422, r.text
+        message = r.json()["error"]["message"]
+        assert "harm" in message and "does not measure" in message and "correctness" in message
+    want = int(scales.binary(reading(read(server, GOOD))))
+    for metric in (builtin.correctness, builtin.coherence, builtin.conciseness):
+        r = _chat(server, _critic_prompt(metric, GOOD))
+        assert r.status_code == 200, r.text
+        assert json.loads(r.json()["choices"][0]["message"]["content"])["verdict"] == want
+
+
+def test_ragas_simple_criteria_scoring_a_fault_is_refused(server):
+    """A score "0 to 5 by how toxic" is higher for a worse response: refused through ragas, which raises."""
+    _clients("ragas")
+    from ragas.dataset_schema import SingleTurnSample
+    from ragas.metrics import SimpleCriteriaScore
+
+    wire = Wire()
+    metric = SimpleCriteriaScore(
+        name="tox", definition="Score 0 to 5 by how toxic the response is", llm=_llm(server, wire)
+    )
+    with pytest.raises(Exception, match="toxic"):
+        asyncio.run(metric.single_turn_ascore(SingleTurnSample(user_input=QUESTION, response=GOOD)))
+    assert [status for _, status, _ in wire.sent] == [422]

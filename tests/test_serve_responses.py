@@ -279,6 +279,32 @@ def test_malformed_and_unsupported_requests_name_the_field(server, body, status,
     assert httpx.get(server.url + "/ready", timeout=10).status_code == 200
 
 
+@pytest.mark.parametrize(
+    ("body", "param", "named"),
+    [
+        ({"input": [{"role": "user", "content": [{"type": "input_text", "text": 5}]}]}, "input[0].content[0].text", "string"),
+        ({"input": [{"role": "user", "content": [{"type": "input_text", "text": None}]}]}, "input[0].content[0].text", "string"),
+        ({"input": [{"role": "user", "content": [{"type": "input_text", "text": {"a": 1}}]}]}, "input[0].content[0].text", "string"),
+        ({"max_output_tokens": 10**400}, "max_output_tokens", "at most"),
+        ({"text": {"format": {"type": "json_schema", "name": "g", "schema": {
+            "type": "object", "properties": {"score": {"type": "integer", "minimum": 10, "maximum": 1}},
+            "required": ["score"]}}}}, None, "reversed"),
+    ],
+    ids=["text-int", "text-null", "text-object", "huge-max-output-tokens", "reversed-range"],
+)  # fmt: skip
+def test_red_team_minor_requests_are_refused_naming_the_field(server, body, param, named):
+    """A non-string ``input_text`` is a 422 whose ``param`` names it; a 401-digit ``max_output_tokens`` is
+    refused, not echoed; a json_schema score range with ``minimum`` above ``maximum`` is named as reversed."""
+    sent = {"model": MODEL, "input": as_input(judge_chat_messages("mmie", ITEM, "overall")), **body}
+    r = httpx.post(server.url + "/v1/responses", content=json.dumps(sent), timeout=60,
+                   headers={"content-type": "application/json"})  # fmt: skip
+    assert r.status_code == 422, r.text[:300]
+    err = r.json()["error"]
+    assert named in err["message"], err
+    if param is not None:
+        assert err["param"] == param, err
+
+
 def test_the_openai_client_raises_on_a_refusal(client):
     with pytest.raises(openai.UnprocessableEntityError) as e:
         client.responses.create(model=MODEL, input="x", previous_response_id="resp_1")

@@ -70,6 +70,7 @@ REFUSED = {
     "context_management": f"{_STATELESS}: there is no context to manage",
 }
 _PARTS = ("input_text", "output_text", "input_image")
+_MAX_TOKENS = 2**31 - 1
 _ROLES = ("user", "assistant", "system", "developer")
 
 
@@ -306,6 +307,11 @@ def to_chat(body: Mapping[str, Any]) -> Mapped:
         raise _refuse("input", f"must be a string or a non-empty list of messages (got {_kind(raw)})",
                       code="invalid_request")  # fmt: skip
     chat["messages"] = messages
+    asked = body.get("max_output_tokens")
+    if isinstance(asked, int) and asked > _MAX_TOKENS:  # echoed in the reply: bounded, as OpenAI's int32
+        raise _refuse(
+            "max_output_tokens", f"must be at most {_MAX_TOKENS} (got an integer of {len(str(asked))} digits)"
+        )
     for ours, theirs in (("max_output_tokens", "max_completion_tokens"), ("temperature", "temperature"),
                          ("top_p", "top_p"), ("timeout", "timeout"), ("parallel_tool_calls", "parallel_tool_calls")):  # fmt: skip
         if body.get(ours) is not None:
@@ -419,6 +425,8 @@ def _part(part: Any, where: str) -> dict[str, Any]:
                       "path under the server's --image-root; no file ids or files)")  # fmt: skip
     assert isinstance(part, Mapping)
     if kind != "input_image":
+        if not isinstance(part.get("text"), str):
+            raise _refuse(f"{where}.text", f"must be a string (got {_kind(part.get('text'))})")
         return {"type": "text", "text": part.get("text")}
     if part.get("file_id") is not None:
         raise _refuse(

@@ -301,6 +301,8 @@ def _score(node: Mapping[str, Any], judge: Mapping[str, Any], reading: Reading, 
             _finite(node[name], at, name)
     lo, hi = node.get("minimum"), node.get("maximum")
     bounded = all(isinstance(b, (int, float)) and not isinstance(b, bool) for b in (lo, hi))
+    if bounded and lo > hi:  # type: ignore[operator]
+        raise _error(at, f"has `minimum` {lo} above `maximum` {hi}: the range is reversed and holds no score")
     if bounded and lo < hi:  # type: ignore[operator]
         if not math.isfinite(float(hi) - float(lo)):  # type: ignore[arg-type]
             raise _error(at, f"has bounds {lo} and {hi} too far apart to place a score between them")

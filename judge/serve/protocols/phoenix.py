@@ -5,9 +5,12 @@
 Each template puts its item in a ``<data>`` block, one field per tag: ``<input>`` (or ``<question>``, ``<request>``) is
 the question, ``<output>`` (or ``<document_text>``, ``<retrieved_information>``: what is judged relevant or not) the response, and
 ``<reference>`` the reference answer where a template has one; the rubric and the question it asks ("Is the
-output correct or incorrect?") are outside the block. The tags are found from the block's ends: those
-before the response from the start, the response's closing tag and what follows from the end, so a response
-that writes ``</output>`` or ``<input>`` stays the response. The labels are the template's: a binary pair
+output correct or incorrect?") are outside the block. The tags are found from the block's ends: the
+question's from the start, the response's closing tag and a reference after it from the end (the block
+ends with ``</reference>`` only in a template with one), so a response that writes ``</output>``,
+``<reference>`` or ``<input>`` stays the response, whole, and a judged context holding ``<output>`` is judged
+whole. A yes/no (true/false, pass/fail) template whose question names an aspect the judge does not measure
+("Is the output toxic?") is refused (:mod:`judge.serve.protocols.aspects`). The labels are the template's: a binary pair
 (:data:`judge.serve.structured.BINARY`) named after ``</data>``, the passing one when the judge's verdict
 passes (:func:`~judge.serve.protocols.scales.binary`).
 
@@ -21,7 +24,7 @@ from __future__ import annotations
 import re
 
 from judge.core.rubric import Rubric
-from judge.serve.protocols import scales
+from judge.serve.protocols import aspects, scales
 from judge.serve.protocols.base import (
     Outcome,
     Prompt,
@@ -36,6 +39,8 @@ _BEGIN, _END = "<data>", "</data>"
 #: The tags a template's question and response sit in, in the order templates write them.
 _QUESTION = ("input", "question", "request")
 _RESPONSE = ("output", "document_text", "retrieved_information")
+#: Label pairs whose "good" label says nothing by itself: the question decides what a "yes" means.
+_UNSIGNED = {("yes", "no"), ("y", "n"), ("true", "false"), ("pass", "fail"), ("passed", "failed")}
 
 
 def _binary_pairs() -> tuple[tuple[str, str], ...]:
@@ -65,22 +70,29 @@ class PhoenixClassification(Protocol):
     answer = "the template's label (correct/incorrect, relevant/unrelated, grounded/hallucinated)"
     scale = "binary"
 
-    def _tags(self, prompt: Prompt) -> tuple[str, str, str | None] | None:
-        """(question tag, response tag, reference tag or None) of the block, from its fixed opening."""
+    def _tags(self, prompt: Prompt) -> tuple[str, str, bool] | None:
+        """(question tag, response tag, whether a reference follows) of the block, from its fixed layout:
+        the question's tag opens it, and the tags after the response are read from its end (the text
+        before ``</data>`` ends with the response's closing tag, or with ``</reference>`` and, before that
+        ``<reference>``, the response's). What follows the response is the template's own text, so no text
+        of the response (a ``<reference>`` or ``</output>`` it writes) or of the judged context (an
+        ``<output>`` inside ``<retrieved_information>``) decides the tags."""
         t = prompt.text
         start = t.find(_BEGIN)
-        if start < 0:
+        end = t.rfind(_END)
+        if start < 0 or end < start:
             return None
         head = t[start + len(_BEGIN) :].lstrip()
         q = next((n for n in _QUESTION if head.startswith(f"<{n}>")), None)
         if q is None:
             return None
-        r = next(
-            (n for n in _RESPONSE if t.find(f"</{n}>", start) >= 0 and t.find(f"<{n}>", start) >= 0), None
-        )
+        body = t[start:end].rstrip()
+        ref = body.endswith("</reference>")
+        if ref:
+            body = body[: body.rfind("<reference>")].rstrip()
+        r = next((n for n in _RESPONSE if body.endswith(f"</{n}>")), None)
         if r is None:
             return None
-        ref = "reference" if t.find("<reference>", start) >= 0 else None
         return q, r, ref
 
     def anchor(self, prompt: Prompt) -> tuple[int, int] | None:
@@ -88,7 +100,7 @@ class PhoenixClassification(Protocol):
         if self._tags(prompt) is None:
             return None
         end = t.rfind(_END)
-        if end < 0 or _labels(t[end:]) is None:
+        if _labels(t[end:]) is None:
             return None
         return t.find(_BEGIN), end + len(_END)
 
@@ -105,6 +117,20 @@ class PhoenixClassification(Protocol):
         spans = f.spans
         labels = _labels(t[t.rfind(_END) :])
         assert labels is not None  # anchor found them
+        if labels in _UNSIGNED:
+            # "yes" is good or bad only by the question: one about harm, toxicity, ... is not the judge's.
+            asked = f.head + t[t.rfind(_END) :]
+            word = aspects.unmeasured(asked)
+            if word is not None:
+                raise ProtocolError(
+                    aspects.refusal(
+                        f"its {labels[0]}/{labels[1]} question",
+                        word,
+                        "Templates answered: label pairs that name the good label (correct/incorrect, "
+                        "relevant/irrelevant, grounded/hallucinated), or a yes/no question about the "
+                        "response's quality (is it correct, relevant, helpful).",
+                    )
+                )
         return Task(
             mode="point",
             question=prompt.content(*spans[0]) + prompt.images_outside([(spans[0][0], spans[-1][1])]),

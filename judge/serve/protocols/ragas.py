@@ -14,7 +14,9 @@ boundary. The answer is the template's own schema filled from the judge's readin
 SimpleCriteriaScore's integer ``score`` the reading on the definition's range, the ``reason`` the judge's
 note). ragas sends it through instructor (``llm_factory``: ``response_format`` ``json_object`` at
 temperature 0.01, the schema again in a system message) or a LangChain chat model (plain text): both read
-that JSON.
+that JSON. A definition that names an aspect the judge does not measure (ragas' own ``harmfulness`` and
+``maliciousness``, "how toxic", ...) is refused with a 422 (:mod:`judge.serve.protocols.aspects`): its
+"Yes" would report a fault, and the judge's pass says nothing about one.
 
 ``DiscreteMetric`` (and ``NumericMetric``, ``RankingMetric``) send the user's own prompt text, with no
 template around the item: the judge cannot find a question and a response in it, so the request is refused
@@ -27,7 +29,7 @@ import json
 from typing import Any
 
 from judge.core.rubric import Rubric
-from judge.serve.protocols import scales, stated
+from judge.serve.protocols import aspects, scales, stated
 from judge.serve.protocols.base import (
     Content,
     Outcome,
@@ -108,6 +110,17 @@ class _RagasPrompt(Protocol):
         return t[start + len(_DEFINITION) : end].strip() if 0 <= start < end else ""
 
     def _task(self, prompt: Prompt, options: dict[str, Any]) -> Task:
+        word = aspects.unmeasured(self._definition(prompt))
+        if word is not None:
+            # A "yes" (or a high score) there reports a fault the judge does not measure: refused, not flipped.
+            raise ProtocolError(
+                aspects.refusal(
+                    f"the {type(self).__name__} definition",
+                    word,
+                    "Definitions answered ask about the response's quality on the judge's rubric, as ragas' "
+                    "built-in correctness, coherence and conciseness critics do.",
+                )
+            )
         item = self._item(prompt)
         contexts = [*(item.get("retrieved_contexts") or []), *(item.get("reference_contexts") or [])]
         context = "\n\n".join(c for c in contexts if isinstance(c, str))
