@@ -37,7 +37,10 @@ def demo_item(task: str) -> dict:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     args = ["--judge", JUDGE, "--rubric", "mmie", "--image-root", str(DEMO)]
-    with running_server([*args, "--reward-task", "SA"], tmp_path_factory.mktemp("log")) as s:
+    # --chat generate: one test here is the model's own generation for a conversation it does not score.
+    with running_server(
+        [*args, "--reward-task", "SA", "--chat", "generate"], tmp_path_factory.mktemp("log")
+    ) as s:
         yield s
 
 
