@@ -161,6 +161,12 @@ def test_a_lora_step_trains_and_the_judge_folder_loads_back_alone(small_demo, tm
     """judge-train's real trainer on the tiny Qwen2.5-VL (LoRA, two steps on the demo's image items): the
     losses are finite, the adapters moved, the card records the family, and the judge folder loads and scores
     with nothing but its path."""
+    lora_step_and_reload(families.QWEN25VL, small_demo, tmp_path, rubric)
+
+
+def lora_step_and_reload(family: families.Family, small_demo, tmp_path, rubric) -> dict:
+    """The LoRA step and reload of ``family``'s tiny model (shared with the other Qwen families' tests);
+    returns the adapter folder's weights."""
     import json
     import math
 
@@ -175,7 +181,7 @@ def test_a_lora_step_trains_and_the_judge_folder_loads_back_alone(small_demo, tm
         overrides={
             "data.annotations": [str(small_demo)],
             "output_dir": str(out),
-            "model.path": "tiny-qwen2.5-vl",
+            "model.path": family.tiny,
             "train.finetune": "lora",
             "train.max_steps": 2,
             "train.per_device_train_batch_size": 4,
@@ -186,7 +192,7 @@ def test_a_lora_step_trains_and_the_judge_folder_loads_back_alone(small_demo, tm
     )
     assert result.steps == 2
     card = json.loads((result.judge_dir / "judge_card.json").read_text())
-    assert card["family"] == "qwen2.5-vl" and card["base_model"] == "tiny-qwen2.5-vl"
+    assert card["family"] == family.name and card["base_model"] == family.tiny
     states = sorted(out.glob("checkpoints/checkpoint-*/trainer_state.json")) or sorted(
         out.rglob("trainer_state.json")
     )
@@ -201,9 +207,10 @@ def test_a_lora_step_trains_and_the_judge_folder_loads_back_alone(small_demo, tm
     assert any("visual.blocks.0." in k for k in weights) and any("visual.merger." in k for k in weights)
 
     loaded = judge.models.load(result.judge_dir)
-    assert loaded.family == "qwen2_5_vl" and loaded.card.family == "qwen2.5-vl"
+    assert loaded.family == family.model_types[0] and loaded.card.family == family.name
     from judge.models.readout import ExpectedScorer
 
     scorer = ExpectedScorer(loaded.model, loaded.processor, rubric.scale.values, packed="off")
     got = by_key(b for batch in scorer.score(requests(rubric, 3)) for b in batch)
     assert got and all(0 <= s.expected <= 6 for s in got.values())
+    return weights

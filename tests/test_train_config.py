@@ -67,6 +67,37 @@ def test_the_qwen25vl_recipe_is_rubric6_on_its_base_and_its_bounds_reach_the_pro
         families.set_pixel_bounds(processor, 10, 2)
 
 
+def test_the_qwen3vl_recipe_is_the_qwen25vl_recipe_on_its_base_with_its_patch_size(tiny_qwen3):
+    """rubric6-qwen3vl-4b: the keys of rubric6-qwen2.5vl-3b (validated by the run config's loader), the
+    Qwen3-VL-4B hub id (nothing downloaded), LoRA on the language model, 256..1,024 image tokens of 32 x 32
+    pixels that the tiny Qwen3-VL's processor takes, 16 examples per step."""
+    import copy
+
+    import yaml
+
+    from judge.models import families
+
+    path, cfg = load_run_config("rubric6-qwen3vl-4b")
+    assert path.name == "rubric6-qwen3vl-4b.yaml"
+    raw = yaml.safe_load(path.read_text())
+    qwen25 = yaml.safe_load((path.parent / "rubric6-qwen2.5vl-3b.yaml").read_text())
+    assert raw.keys() == qwen25.keys() and all(
+        raw[k].keys() == qwen25[k].keys() for k in qwen25 if isinstance(qwen25[k], dict)
+    )
+    assert cfg.model.path == "Qwen/Qwen3-VL-4B-Instruct" and cfg.model.dtype == "bfloat16"
+    assert (
+        cfg.train.finetune == "lora" and cfg.lora.target_modules == "language" and cfg.quantization == "none"
+    )
+    assert not cfg.lora.train_vision and not cfg.lora.train_projector
+    assert cfg.model.min_pixels == 256 * 32 * 32 and cfg.model.max_pixels == 1024 * 32 * 32
+    assert cfg.train.per_device_train_batch_size * cfg.train.gradient_accumulation_steps == 16
+    assert cfg.output_dir.endswith("rubric6-qwen3vl-4b") and cfg.rubric == "mmie"
+    processor = copy.deepcopy(tiny_qwen3[1])
+    families.set_pixel_bounds(processor, cfg.model.min_pixels, cfg.model.max_pixels)
+    assert processor.image_processor.size["shortest_edge"] == 262144
+    assert processor.image_processor.size["longest_edge"] == 1048576
+
+
 def test_override_and_unknown_key_errors():
     _, cfg = load_run_config("rubric6.yaml", {"train.learning_rate": 1e-4, "lora.r": 4})
     assert cfg.train.learning_rate == 1e-4 and cfg.lora.r == 4

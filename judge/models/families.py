@@ -86,6 +86,12 @@ def _qwen25vl_processor(path: str):
     return Qwen2_5_VLImageTextProcessor.from_pretrained(path)
 
 
+def _qwen3vl_processor(path: str):
+    from judge.models.processor import Qwen3VLImageTextProcessor
+
+    return Qwen3VLImageTextProcessor.from_pretrained(path)
+
+
 INTERNVL = Family(
     name="internvl",
     model_types=("internvl",),
@@ -112,8 +118,27 @@ QWEN25VL = Family(
     _processor=_qwen25vl_processor,
 )
 
+#: Qwen3-VL: Qwen2.5-VL's image tokens and positions (its ``get_rope_index`` places an image as Qwen2.5-VL's
+#: does; the interleaving of the M-RoPE axes over the rotary frequencies is inside the model), a learned
+#: position grid in the vision tower, and DeepStack mergers beside the projector (the forward adds their
+#: features to the first language layers at the image tokens, so a prefix holding every image carries them).
+QWEN3VL = Family(
+    name="qwen3-vl",
+    model_types=("qwen3_vl",),
+    tiny="tiny-qwen3-vl",
+    processor_classes=("Qwen3VLProcessor", "Qwen3VLImageTextProcessor"),
+    vision_parts=("visual.patch_embed", "visual.pos_embed", "visual.blocks"),
+    projector_parts=("visual.merger", "visual.deepstack_merger_list"),
+    quantization_skip=(r".*visual", "lm_head"),
+    vision_inputs=("image_grid_thw",),
+    multi_axis_positions=True,
+    token_types="mm_token_type_ids",
+    pixel_bounds=True,
+    _processor=_qwen3vl_processor,
+)
+
 #: Every family, the default (``tiny``, a model of no known family) first.
-FAMILIES: tuple[Family, ...] = (INTERNVL, QWEN25VL)
+FAMILIES: tuple[Family, ...] = (INTERNVL, QWEN25VL, QWEN3VL)
 
 #: ``tiny``, ``tiny-qwen2.5-vl``, ... with an optional ``:seed=N``: a family's tiny local model.
 TINY_NAME = re.compile(
@@ -218,8 +243,8 @@ def generation_inputs(processor, input_ids: torch.Tensor, vision: Mapping[str, A
 def multi_axis_positions(
     ids: Sequence[int], image_grid_thw: torch.Tensor | None, image_token_id: int, merge_size: int
 ) -> torch.Tensor:
-    """Qwen2.5-VL's M-RoPE positions of one prompt, shape (3, len(ids)): as the model's ``get_rope_index``
-    computes them for an unpadded row. A text token advances all three axes by one; an image's tokens take
+    """Qwen2.5-VL's and Qwen3-VL's M-RoPE positions of one prompt, shape (3, len(ids)): as the model's
+    ``get_rope_index`` computes them for an unpadded row. A text token advances all three axes by one; an image's tokens take
     (time, row, column) positions of its merged patch grid from where the text stopped, and the text after
     it starts one past the image's largest row or column. A test checks them against the model's own."""
     import torch

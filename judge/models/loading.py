@@ -1,7 +1,7 @@
 """Load a scorer (base model, base + LoRA adapter, or merged) and its processor through one code path.
 
 ``load_scorer("tiny")`` builds the seeded tiny InternVL model in memory (``tiny-qwen2.5-vl`` the tiny
-Qwen2.5-VL, :mod:`judge.models.families`); any other
+Qwen2.5-VL, ``tiny-qwen3-vl`` the tiny Qwen3-VL, :mod:`judge.models.families`); any other
 value is a local folder or a hub id that ``AutoModelForImageTextToText`` loads
 (native InternVL checkpoints such as ``OpenGVLab/InternVL3-1B-hf`` included).
 Weights load from safetensors only, and remote code runs only when asked.
@@ -21,6 +21,7 @@ from judge.models.devices import check_device, resolve_dtype
 from judge.models.families import (
     FAMILIES,
     INTERNVL,
+    QWEN3VL,
     QWEN25VL,
     by_model_type,
     by_processor_class,
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
 # Re-exported: callers of these names from here keep working (they live in devices and sources now).
 __all__ = [
     "build_tiny_processor",
+    "build_tiny_qwen3_processor",
     "build_tiny_qwen_processor",
     "build_tiny_scorer",
     "check_device",
@@ -105,10 +107,36 @@ def build_tiny_qwen_processor(spec=None, rubric="mmie"):
     )
 
 
+def build_tiny_qwen3_processor(spec=None, rubric="mmie"):
+    """The tiny Qwen3-VL's processor: the tiny Qwen tokenizer with Qwen3-VL's template, and its image processor
+    (:mod:`judge.testing.tiny_qwen3vl`)."""
+    from judge.models.processor import Qwen3VLImageTextProcessor
+    from judge.testing.tiny_qwen3vl import (
+        CHAT_TEMPLATE,
+        TinyQwen3Spec,
+        build_tiny_qwen3_image_processor,
+        build_tiny_qwen3_tokenizer,
+    )
+
+    spec = spec or TinyQwen3Spec()
+    return Qwen3VLImageTextProcessor(
+        image_processor=build_tiny_qwen3_image_processor(spec),
+        tokenizer=build_tiny_qwen3_tokenizer(spec, rubric),
+        chat_template=CHAT_TEMPLATE,
+    )
+
+
 def build_tiny_scorer(seed: int = 0, spec=None, rubric="mmie", name: str = "tiny"):
     """Return ``(model, processor)``: a randomly initialised, seeded tiny judge on the CPU; ``name`` is the
-    family's tiny name (``tiny``: InternVL, ``tiny-qwen2.5-vl``: Qwen2.5-VL; no ``:seed=``)."""
+    family's tiny name (``tiny``: InternVL, ``tiny-qwen2.5-vl``: Qwen2.5-VL, ``tiny-qwen3-vl``: Qwen3-VL;
+    no ``:seed=``)."""
     family = by_tiny_name(name)
+    if family is QWEN3VL:
+        from judge.testing.tiny_qwen3vl import TinyQwen3Spec, build_tiny_qwen3_model
+
+        q3spec = spec or TinyQwen3Spec()
+        processor = build_tiny_qwen3_processor(q3spec, rubric)
+        return build_tiny_qwen3_model(processor.tokenizer, seed, q3spec), processor
     if family is QWEN25VL:
         from judge.testing.tiny_qwen25vl import TinyQwenSpec, build_tiny_qwen_model
 
@@ -140,7 +168,10 @@ def load_processor(path_or_id: str, trust_remote_code: bool = False):
 
     m = _TINY.match(path_or_id)
     if m:
-        return build_tiny_qwen_processor() if by_tiny_name(path_or_id) is QWEN25VL else build_tiny_processor()
+        family = by_tiny_name(path_or_id)
+        if family is QWEN3VL:
+            return build_tiny_qwen3_processor()
+        return build_tiny_qwen_processor() if family is QWEN25VL else build_tiny_processor()
     folder = Path(path_or_id)
     if folder.is_dir() and not (folder / "config.json").is_file():
         # A processor saved on its own (a judge's processor/): its processor_config names the class.

@@ -1,4 +1,4 @@
-"""Processors for images and text only (InternVL, Qwen2.5-VL), so `judge` runs without torchvision.
+"""Processors for images and text only (InternVL, Qwen2.5-VL, Qwen3-VL), so `judge` runs without torchvision.
 
 The stock ``InternVLProcessor`` insists on a video processor, and InternVL's video
 processor needs torchvision. A judge never sees video, so this subclass drops
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-from transformers import InternVLProcessor, Qwen2_5_VLProcessor
+from transformers import InternVLProcessor, Qwen2_5_VLProcessor, Qwen3VLProcessor
 from transformers.processing_utils import ProcessorMixin
 
 
@@ -60,6 +60,29 @@ class Qwen2_5_VLImageTextProcessor(Qwen2_5_VLProcessor):
     def __call__(self, images=None, text=None, videos=None, **kwargs):
         if videos is not None:
             raise ValueError("Qwen2_5_VLImageTextProcessor handles images and text only, not video")
+        return super().__call__(images=images, text=text, **kwargs)
+
+
+class Qwen3VLImageTextProcessor(Qwen3VLProcessor):
+    """``Qwen3VLProcessor`` without the video processor (no torchvision needed): Qwen2.5-VL's image expansion
+    (one ``<|image_pad|>`` per merged patch, dynamic resolution between the pixel bounds, the PIL backend of
+    Qwen2-VL's image processor that Qwen3-VL checkpoints name)."""
+
+    def __init__(self, image_processor=None, tokenizer=None, chat_template=None, **kwargs):
+        # Skip Qwen3VLProcessor.__init__, which requires a video processor; set what it sets.
+        self.image_token = getattr(tokenizer, "image_token", None) or "<|image_pad|>"
+        self.video_token = getattr(tokenizer, "video_token", None) or "<|video_pad|>"
+        self.image_token_id = tokenizer.convert_tokens_to_ids(self.image_token)
+        self.video_token_id = tokenizer.convert_tokens_to_ids(self.video_token)
+        ProcessorMixin.__init__(self, image_processor, tokenizer, chat_template=chat_template, **kwargs)
+        self.vision_start_token = getattr(tokenizer, "vision_start_token", None) or "<|vision_start|>"
+        self.vision_end_token = getattr(tokenizer, "vision_end_token", None) or "<|vision_end|>"
+        self.vision_start_token_id = tokenizer.convert_tokens_to_ids(self.vision_start_token)
+        self.vision_end_token_id = tokenizer.convert_tokens_to_ids(self.vision_end_token)
+
+    def __call__(self, images=None, text=None, videos=None, **kwargs):
+        if videos is not None:
+            raise ValueError("Qwen3VLImageTextProcessor handles images and text only, not video")
         return super().__call__(images=images, text=text, **kwargs)
 
 

@@ -66,7 +66,13 @@ class TinyQwenSpec:
     max_positions: int = 8192
 
 
-def build_tiny_qwen_tokenizer(spec: TinyQwenSpec = TinyQwenSpec(), rubric: Rubric | str | None = "mmie"):
+def build_tiny_qwen_tokenizer(
+    spec: TinyQwenSpec = TinyQwenSpec(),
+    rubric: Rubric | str | None = "mmie",
+    chat_template: str = CHAT_TEMPLATE,
+):
+    """The tiny tokenizer trained with Qwen's special tokens and ``chat_template`` (Qwen2.5-VL's, or Qwen3-VL's
+    from :mod:`judge.testing.tiny_qwen3vl`: the two share the vocabulary's special tokens)."""
     if isinstance(rubric, str):
         rubric = load_rubric(rubric)
     return build_tokenizer(
@@ -79,12 +85,13 @@ def build_tiny_qwen_tokenizer(spec: TinyQwenSpec = TinyQwenSpec(), rubric: Rubri
             "vision_bos_token": "<|vision_start|>",
             "vision_eos_token": "<|vision_end|>",
         },
-        chat_template=CHAT_TEMPLATE,
+        chat_template=chat_template,
     )
 
 
-def build_tiny_qwen_image_processor(spec: TinyQwenSpec = TinyQwenSpec()):
-    """Qwen2-VL's dynamic-resolution image processor (PIL backend) within the tiny pixel bounds."""
+def build_tiny_qwen_image_processor(spec: TinyQwenSpec = TinyQwenSpec(), **kwargs):
+    """Qwen2-VL's dynamic-resolution image processor (PIL backend) within the tiny pixel bounds (Qwen3-VL uses
+    it too, with 16-pixel patches and its own normalisation in ``kwargs``)."""
     from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
 
     return Qwen2VLImageProcessorPil(
@@ -93,6 +100,7 @@ def build_tiny_qwen_image_processor(spec: TinyQwenSpec = TinyQwenSpec()):
         patch_size=spec.patch_size,
         merge_size=spec.merge_size,
         temporal_patch_size=2,
+        **kwargs,
     )
 
 
