@@ -1,5 +1,5 @@
-"""judge-serve on a judge of another family than InternVL: ``--judge tiny-qwen2.5-vl`` on loopback, one server for
-every check. ``/v1/score`` gives what the engine of ``judge.models.load("tiny-qwen2.5-vl")`` gives for an item
+"""judge-serve on a judge of another family than InternVL: ``--judge tiny-qwen2.5-vl`` and ``tiny-qwen3-vl`` on
+loopback, one server per family for every check. ``/v1/score`` gives what the engine of ``judge.models.load("tiny-qwen2.5-vl")`` gives for an item
 with an image; the chat route answers the judge's own prompt with that score and generates, for any other
 conversation with an image, what the model's own ``generate`` writes on the processor's output (greedy, its
 own M-RoPE); the reward route gives /v1/score's score."""
@@ -18,7 +18,11 @@ from test_serve_reward import QUESTION, RESPONSE, TEMPLATES, openrlhf_post
 
 from judge.serve.judge_prompt import judge_chat_messages
 
-JUDGE = "tiny-qwen2.5-vl"
+#: the tiny judge of each family, its config's model_type, and the fixture of its (model, processor)
+FAMILIES = {
+    "tiny-qwen2.5-vl": ("qwen2_5_vl", "tiny_qwen"),
+    "tiny-qwen3-vl": ("qwen3_vl", "tiny_qwen3"),
+}
 DEMO = REPO / "annotations" / "demo"
 ITEM_FIELDS = ("id", "task", "question", "response", "reference", "model")
 TOL = 1e-4
@@ -34,13 +38,14 @@ def demo_item(task: str) -> dict:
     raise AssertionError(f"no demo item of task {task}")
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    args = ["--judge", JUDGE, "--rubric", "mmie", "--image-root", str(DEMO)]
+@pytest.fixture(scope="module", params=list(FAMILIES))
+def server(request, tmp_path_factory):
+    args = ["--judge", request.param, "--rubric", "mmie", "--image-root", str(DEMO)]
     # --chat generate: one test here is the model's own generation for a conversation it does not score.
     with running_server(
         [*args, "--reward-task", "SA", "--chat", "generate"], tmp_path_factory.mktemp("log")
     ) as s:
+        s.judge = request.param
         yield s
 
 
@@ -60,8 +65,8 @@ def test_v1_score_is_the_loaded_judges_engine_and_the_chat_route_reads_the_same(
     got = post(server, "/v1/score", {"items": [item]})["results"][0]["scores"]
     path = tmp_path / "item.jsonl"
     path.write_text(json.dumps({**item, "benchmark": "mmie"}) + "\n")
-    loaded = judge.models.load(JUDGE, "mmie", progress=False)
-    assert loaded.family == "qwen2_5_vl"
+    loaded = judge.models.load(server.judge, "mmie", progress=False)
+    assert loaded.family == FAMILIES[server.judge][0]
     records = JudgeEngine.for_judge(loaded).score_records(load_inputs([path], root=DEMO).records)
     assert {r.criterion for r in records} == set(got) and len(got) > 1
     for r in records:
@@ -71,18 +76,21 @@ def test_v1_score_is_the_loaded_judges_engine_and_the_chat_route_reads_the_same(
     criterion = records[0].criterion
     messages = judge_chat_messages("mmie", item, criterion, root=DEMO)
     assert any(p["type"] == "image_url" for p in messages[0]["content"])
-    body = post(server, "/v1/chat/completions", {"model": JUDGE, "messages": messages, "max_tokens": 4})
+    body = post(
+        server, "/v1/chat/completions", {"model": server.judge, "messages": messages, "max_tokens": 4}
+    )
     judged = body["judge"]
     assert judged["criterion"] == criterion and abs(judged["expected"] - got[criterion]["score"]) < TOL
     assert int(body["choices"][0]["message"]["content"]) == judged["argmax"]
 
 
-def test_a_conversation_with_an_image_is_the_models_own_greedy_generation(server, tiny_qwen):
+def test_a_conversation_with_an_image_is_the_models_own_greedy_generation(server, request):
     """Generated with the family's image inputs (grid, token types): what ``generate`` on the processor's full
     output writes, and the image reached the model (its merged patches are prompt tokens)."""
     from PIL import Image
 
-    model, processor = tiny_qwen  # the server's judge: the same seeded tiny model
+    # the server's judge: the same seeded tiny model
+    model, processor = request.getfixturevalue(FAMILIES[server.judge][1])
     image = DEMO / "images" / "sa-000-q0.png"
     url = "data:image/png;base64," + base64.b64encode(image.read_bytes()).decode()
     question = "What does the picture show?"
@@ -90,7 +98,7 @@ def test_a_conversation_with_an_image_is_the_models_own_greedy_generation(server
     body = post(
         server,
         "/v1/chat/completions",
-        {"model": JUDGE, "messages": [{"role": "user", "content": content}], "max_tokens": 8},
+        {"model": server.judge, "messages": [{"role": "user", "content": content}], "max_tokens": 8},
     )
     assert body["judge"] is None
 
