@@ -398,5 +398,6 @@ def test_the_startup_lines_say_what_reward_and_tool_prompts_are_scored_on(server
     assert "reward routes (/get_reward, /v1/reward): NO default task family" in out
     assert "--reward-task FAMILY" in out
     assert (
-        "tools' grading prompts (prometheus-eval, inspect-ai, lmms-eval, deepeval, MT-Bench): refused" in out
+        "tools' grading prompts (prometheus-eval, inspect-ai, lmms-eval, deepeval, MT-Bench, ragas, "
+        "arize-phoenix-evals): refused" in out
     )
