@@ -108,9 +108,27 @@ def build_tiny_qwen_model(tokenizer, seed: int = 0, spec: TinyQwenSpec = TinyQwe
     """A randomly initialised, seeded tiny ``Qwen2_5_VLForConditionalGeneration`` for ``tokenizer``, in eval mode."""
     from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
 
+    return build_seeded_qwen_model(
+        Qwen2_5_VLConfig,
+        Qwen2_5_VLForConditionalGeneration,
+        tokenizer,
+        seed,
+        spec,
+        vision={"window_size": spec.window_size, "fullatt_block_indexes": [spec.vision_layers - 1]},
+        text={"tie_word_embeddings": True},
+        rope={"rope_theta": 1000000.0},
+    )
+
+
+def build_seeded_qwen_model(
+    config_cls, model_cls, tokenizer, seed: int, spec, *, vision: dict, text: dict, rope: dict
+):
+    """A Qwen-VL model of ``config_cls``/``model_cls`` with the widths of ``spec`` (a :class:`TinyQwenSpec` or
+    one with the same fields), randomly initialised from ``seed``, in eval mode; ``vision``, ``text`` and ``rope``
+    add what a family's config has beyond what the Qwen families share."""
     tok = tokenizer
     ids = {t: tok.convert_tokens_to_ids(t) for t in SPECIAL_TOKENS}
-    config = Qwen2_5_VLConfig(
+    config = config_cls(
         vision_config=dict(
             depth=spec.vision_layers,
             hidden_size=spec.vision_hidden,
@@ -120,8 +138,7 @@ def build_tiny_qwen_model(tokenizer, seed: int = 0, spec: TinyQwenSpec = TinyQwe
             patch_size=spec.patch_size,
             spatial_merge_size=spec.merge_size,
             temporal_patch_size=2,
-            window_size=spec.window_size,
-            fullatt_block_indexes=[spec.vision_layers - 1],
+            **vision,
         ),
         text_config=dict(
             vocab_size=len(tok),
@@ -131,15 +148,11 @@ def build_tiny_qwen_model(tokenizer, seed: int = 0, spec: TinyQwenSpec = TinyQwe
             num_key_value_heads=spec.text_kv_heads,
             intermediate_size=spec.text_intermediate,
             max_position_embeddings=spec.max_positions,
-            rope_parameters={
-                "rope_type": "default",
-                "rope_theta": 1000000.0,
-                "mrope_section": list(spec.mrope_section),
-            },
-            tie_word_embeddings=True,
+            rope_parameters={"rope_type": "default", "mrope_section": list(spec.mrope_section), **rope},
             eos_token_id=tok.eos_token_id,
             pad_token_id=tok.pad_token_id,
             bos_token_id=None,
+            **text,
         ),
         image_token_id=ids["<|image_pad|>"],
         video_token_id=ids["<|video_pad|>"],
@@ -149,7 +162,7 @@ def build_tiny_qwen_model(tokenizer, seed: int = 0, spec: TinyQwenSpec = TinyQwe
     )
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        model = Qwen2_5_VLForConditionalGeneration(config)
+        model = model_cls(config)
     model.generation_config.eos_token_id = tok.eos_token_id
     model.generation_config.pad_token_id = tok.pad_token_id
     return model.eval()

@@ -14,12 +14,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import torch
-
 from judge.core.rubric import Rubric
 from judge.testing.tiny_qwen25vl import (
-    SPECIAL_TOKENS,
     TinyQwenSpec,
+    build_seeded_qwen_model,
     build_tiny_qwen_image_processor,
     build_tiny_qwen_tokenizer,
 )
@@ -64,49 +62,16 @@ def build_tiny_qwen3_model(tokenizer, seed: int = 0, spec: TinyQwen3Spec = TinyQ
     """A randomly initialised, seeded tiny ``Qwen3VLForConditionalGeneration`` for ``tokenizer``, in eval mode."""
     from transformers import Qwen3VLConfig, Qwen3VLForConditionalGeneration
 
-    tok = tokenizer
-    ids = {t: tok.convert_tokens_to_ids(t) for t in SPECIAL_TOKENS}
-    config = Qwen3VLConfig(
-        vision_config=dict(
-            depth=spec.vision_layers,
-            hidden_size=spec.vision_hidden,
-            intermediate_size=spec.vision_intermediate,
-            num_heads=spec.vision_heads,
-            out_hidden_size=spec.text_hidden,
-            patch_size=spec.patch_size,
-            spatial_merge_size=spec.merge_size,
-            temporal_patch_size=2,
-            num_position_embeddings=spec.position_grid**2,
-            deepstack_visual_indexes=list(spec.deepstack_indexes),
-        ),
-        text_config=dict(
-            vocab_size=len(tok),
-            hidden_size=spec.text_hidden,
-            num_hidden_layers=spec.text_layers,
-            num_attention_heads=spec.text_heads,
-            num_key_value_heads=spec.text_kv_heads,
-            head_dim=spec.text_head_dim,
-            intermediate_size=spec.text_intermediate,
-            max_position_embeddings=spec.max_positions,
-            rope_parameters={
-                "rope_type": "default",
-                "rope_theta": 5000000.0,
-                "mrope_section": list(spec.mrope_section),
-                "mrope_interleaved": True,
-            },
-            eos_token_id=tok.eos_token_id,
-            pad_token_id=tok.pad_token_id,
-            bos_token_id=None,
-        ),
-        image_token_id=ids["<|image_pad|>"],
-        video_token_id=ids["<|video_pad|>"],
-        vision_start_token_id=ids["<|vision_start|>"],
-        vision_end_token_id=ids["<|vision_end|>"],
-        tie_word_embeddings=True,
+    return build_seeded_qwen_model(
+        Qwen3VLConfig,
+        Qwen3VLForConditionalGeneration,
+        tokenizer,
+        seed,
+        spec,
+        vision={
+            "num_position_embeddings": spec.position_grid**2,
+            "deepstack_visual_indexes": list(spec.deepstack_indexes),
+        },
+        text={"head_dim": spec.text_head_dim},
+        rope={"rope_theta": 5000000.0, "mrope_interleaved": True},
     )
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        model = Qwen3VLForConditionalGeneration(config)
-    model.generation_config.eos_token_id = tok.eos_token_id
-    model.generation_config.pad_token_id = tok.pad_token_id
-    return model.eval()
