@@ -81,7 +81,16 @@ def test_a_killed_run_resumes_to_the_same_outputs(mmrb_run, tmp_path, capsys):
     capsys.readouterr()
     assert main(["multimodal-rewardbench", str(path), *TINY, "--out", str(resumed)]) == 0
     assert f"wrote {len(lines) - 30} new score records" in capsys.readouterr().out
-    assert (resumed / "judge_outputs.jsonl").read_text() == (out / "judge_outputs.jsonl").read_text()
+    # The same records in the same order; the numbers equal up to round-off, since the resumed run batches the
+    # remaining responses differently and CPU kernels round differently per batch shape (CI saw 2e-7).
+    got, want = read_jsonl(resumed / "judge_outputs.jsonl"), read_jsonl(out / "judge_outputs.jsonl")
+    assert [(g["id"], sorted(g)) for g in got] == [(w["id"], sorted(w)) for w in want]
+    for g, w in zip(got, want, strict=True):
+        for key, value in w.items():
+            if isinstance(value, float):
+                assert g[key] == pytest.approx(value, abs=1e-5), (w["id"], key)
+            else:
+                assert g[key] == value, (w["id"], key)
     run = json.loads((resumed / "run.json").read_text())
     assert len(run["history"]) == 2 and run["status"] == "finished"
 
