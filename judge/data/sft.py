@@ -190,7 +190,11 @@ def _length(
     out = processor(text=[text], images=images or None, add_special_tokens=False, **kwargs)
     ids = list(out["input_ids"][0])
     runs = 0
-    if image_token_id is not None:
+    marker = getattr(processor, "global_image_token_id", None)
+    if image_token_id is not None and marker is not None:
+        # SmolVLM/Idefics3: an image is a run per frame (its sub-images, then the whole), the whole marked once
+        runs = ids.count(marker)
+    elif image_token_id is not None:
         prev = None
         for t in ids:
             if t == image_token_id and prev != image_token_id:

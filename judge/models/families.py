@@ -52,12 +52,18 @@ class Family:
     #: the image processor takes pixel bounds (Qwen's ``min_pixels``/``max_pixels``, kept in its ``size`` as
     #: ``shortest_edge``/``longest_edge``), which the run config's ``model.min_pixels``/``max_pixels`` set
     pixel_bounds: bool = False
+    #: ``pixel_values`` carry an image axis, (batch, images, C, H, W) with a ``pixel_attention_mask``
+    #: (Idefics3/SmolVLM): kept as (frames, 1, C, H, W), one row per frame, so that requests concatenate along
+    #: the first axis as every family's do (:func:`frames_first`)
+    image_axis: bool = False
+    #: the language model's module name, under which ``lora.target_modules: language`` adapts
+    language_part: str = "language_model"
     _processor: Callable[[str], Any] | None = field(default=None, repr=False, compare=False)
 
     def lora_pattern(self) -> str:
         """``lora.target_modules: language``: the language model's projections only (the vision tower has
         q/k/v- and MLP-like names of its own)."""
-        return r".*language_model.*\.(" + "|".join(LANGUAGE_LINEAR) + r")$"
+        return r".*" + re.escape(self.language_part) + r".*\.(" + "|".join(LANGUAGE_LINEAR) + r")$"
 
     def frozen_parts(self, train_vision: bool, train_projector: bool) -> list[str]:
         """Name parts of the parameters full tuning keeps frozen."""
@@ -90,6 +96,12 @@ def _qwen3vl_processor(path: str):
     from judge.models.processor import Qwen3VLImageTextProcessor
 
     return Qwen3VLImageTextProcessor.from_pretrained(path)
+
+
+def _smolvlm_processor(path: str):
+    from judge.models.family_smolvlm import load_smolvlm_processor
+
+    return load_smolvlm_processor(path)
 
 
 INTERNVL = Family(
@@ -137,8 +149,29 @@ QWEN3VL = Family(
     _processor=_qwen3vl_processor,
 )
 
+#: SmolVLM and Idefics3 (SmolVLM's code is Idefics3's): a SigLIP tower, the pixel-shuffle connector, a Llama;
+#: each image split into a grid of sub-images and a global image, every frame its own markers and tokens.
+SMOLVLM = Family(
+    name="smolvlm",
+    model_types=("smolvlm", "idefics3"),
+    tiny="tiny-smolvlm",
+    processor_classes=(
+        "SmolVLMProcessor",
+        "SmolVLMImageTextProcessor",
+        "Idefics3Processor",
+        "Idefics3ImageTextProcessor",
+    ),
+    vision_parts=("vision_model",),
+    projector_parts=("connector",),
+    quantization_skip=(r".*vision_model", r".*connector", "lm_head"),
+    vision_inputs=("pixel_attention_mask",),
+    image_axis=True,
+    language_part="text_model",
+    _processor=_smolvlm_processor,
+)
+
 #: Every family, the default (``tiny``, a model of no known family) first.
-FAMILIES: tuple[Family, ...] = (INTERNVL, QWEN25VL, QWEN3VL)
+FAMILIES: tuple[Family, ...] = (INTERNVL, QWEN25VL, QWEN3VL, SMOLVLM)
 
 #: ``tiny``, ``tiny-qwen2.5-vl``, ... with an optional ``:seed=N``: a family's tiny local model.
 TINY_NAME = re.compile(
@@ -214,6 +247,26 @@ def set_pixel_bounds(processor, min_pixels: int | None, max_pixels: int | None) 
         ip.size["shortest_edge"] = min_pixels
     if max_pixels is not None:
         ip.size["longest_edge"] = max_pixels
+
+
+def frames_first(family: Family | None, vision: dict[str, Any]) -> dict[str, Any]:
+    """``vision`` of one encoding as the scorer and the collator keep it: for a family with an image axis
+    (:attr:`Family.image_axis`), the processor's (batch, images, ...) ``pixel_values`` and
+    ``pixel_attention_mask`` as (frames, 1, ...), its padding frames (mask all zero) dropped. The model flattens
+    (batch, images) to frames and drops padding frames itself, then places the frames' features at the image
+    tokens in order, so this is the same input, and several requests' frames concatenate along the first axis
+    whatever their counts. Anything else unchanged."""
+    if family is None or not family.image_axis or vision.get("pixel_values") is None:
+        return vision
+    pv = vision["pixel_values"]
+    mask = vision.get("pixel_attention_mask")
+    frames = pv.reshape(-1, 1, *pv.shape[2:])
+    out = dict(vision, pixel_values=frames)
+    if mask is not None:
+        mask = mask.reshape(-1, 1, *mask.shape[2:])
+        real = mask.flatten(1).any(-1)
+        out.update(pixel_values=frames[real], pixel_attention_mask=mask[real])
+    return out
 
 
 def quantization_skip() -> list[str]:

@@ -48,7 +48,7 @@ class Float32Head:
         if getattr(cfg, "final_logit_softcapping", None) or getattr(cfg, "logit_scale", None):
             return None
         norm = None
-        for path in ("model.language_model", "language_model", "model"):
+        for path in ("model.language_model", "language_model", "model.text_model", "model"):
             lm = base
             for part in path.split("."):
                 lm = getattr(lm, part, None)

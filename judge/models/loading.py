@@ -1,8 +1,8 @@
 """Load a scorer (base model, base + LoRA adapter, or merged) and its processor through one code path.
 
 ``load_scorer("tiny")`` builds the seeded tiny InternVL model in memory (``tiny-qwen2.5-vl`` the tiny
-Qwen2.5-VL, ``tiny-qwen3-vl`` the tiny Qwen3-VL, :mod:`judge.models.families`); any other
-value is a local folder or a hub id that ``AutoModelForImageTextToText`` loads
+Qwen2.5-VL, ``tiny-qwen3-vl`` the tiny Qwen3-VL, ``tiny-smolvlm`` the tiny SmolVLM,
+:mod:`judge.models.families`); any other value is a local folder or a hub id that ``AutoModelForImageTextToText`` loads
 (native InternVL checkpoints such as ``OpenGVLab/InternVL3-1B-hf`` included).
 Weights load from safetensors only, and remote code runs only when asked.
 """
@@ -23,6 +23,7 @@ from judge.models.families import (
     INTERNVL,
     QWEN3VL,
     QWEN25VL,
+    SMOLVLM,
     by_model_type,
     by_processor_class,
     by_tiny_name,
@@ -41,6 +42,7 @@ __all__ = [
     "build_tiny_qwen3_processor",
     "build_tiny_qwen_processor",
     "build_tiny_scorer",
+    "build_tiny_smolvlm_processor",
     "check_device",
     "check_model_source",
     "load_processor",
@@ -126,11 +128,38 @@ def build_tiny_qwen3_processor(spec=None, rubric="mmie"):
     )
 
 
+def build_tiny_smolvlm_processor(spec=None, rubric="mmie"):
+    """The tiny SmolVLM's processor: its tokenizer and image splitting processor
+    (:mod:`judge.testing.tiny_smolvlm`)."""
+    from judge.models.processor import SmolVLMImageTextProcessor
+    from judge.testing.tiny_smolvlm import (
+        CHAT_TEMPLATE,
+        TinySmolVLMSpec,
+        build_tiny_smolvlm_image_processor,
+        build_tiny_smolvlm_tokenizer,
+        image_seq_len,
+    )
+
+    spec = spec or TinySmolVLMSpec()
+    return SmolVLMImageTextProcessor(
+        image_processor=build_tiny_smolvlm_image_processor(spec),
+        tokenizer=build_tiny_smolvlm_tokenizer(spec, rubric),
+        image_seq_len=image_seq_len(spec),
+        chat_template=CHAT_TEMPLATE,
+    )
+
+
 def build_tiny_scorer(seed: int = 0, spec=None, rubric="mmie", name: str = "tiny"):
     """Return ``(model, processor)``: a randomly initialised, seeded tiny judge on the CPU; ``name`` is the
-    family's tiny name (``tiny``: InternVL, ``tiny-qwen2.5-vl``: Qwen2.5-VL, ``tiny-qwen3-vl``: Qwen3-VL;
-    no ``:seed=``)."""
+    family's tiny name (``tiny``: InternVL, ``tiny-qwen2.5-vl``: Qwen2.5-VL, ``tiny-qwen3-vl``: Qwen3-VL,
+    ``tiny-smolvlm``: SmolVLM; no ``:seed=``)."""
     family = by_tiny_name(name)
+    if family is SMOLVLM:
+        from judge.testing.tiny_smolvlm import TinySmolVLMSpec, build_tiny_smolvlm_model
+
+        sspec = spec or TinySmolVLMSpec()
+        processor = build_tiny_smolvlm_processor(sspec, rubric)
+        return build_tiny_smolvlm_model(processor.tokenizer, seed, sspec), processor
     if family is QWEN3VL:
         from judge.testing.tiny_qwen3vl import TinyQwen3Spec, build_tiny_qwen3_model
 
@@ -171,6 +200,8 @@ def load_processor(path_or_id: str, trust_remote_code: bool = False):
         family = by_tiny_name(path_or_id)
         if family is QWEN3VL:
             return build_tiny_qwen3_processor()
+        if family is SMOLVLM:
+            return build_tiny_smolvlm_processor()
         return build_tiny_qwen_processor() if family is QWEN25VL else build_tiny_processor()
     folder = Path(path_or_id)
     if folder.is_dir() and not (folder / "config.json").is_file():

@@ -1,4 +1,4 @@
-"""Processors for images and text only (InternVL, Qwen2.5-VL, Qwen3-VL), so `judge` runs without torchvision.
+"""Processors for images and text only (InternVL, Qwen2.5-VL, Qwen3-VL, SmolVLM), so `judge` runs without torchvision.
 
 The stock ``InternVLProcessor`` insists on a video processor, and InternVL's video
 processor needs torchvision. A judge never sees video, so this subclass drops
@@ -14,7 +14,13 @@ from __future__ import annotations
 
 import re
 
-from transformers import InternVLProcessor, Qwen2_5_VLProcessor, Qwen3VLProcessor
+from transformers import (
+    Idefics3Processor,
+    InternVLProcessor,
+    Qwen2_5_VLProcessor,
+    Qwen3VLProcessor,
+    SmolVLMProcessor,
+)
 from transformers.processing_utils import ProcessorMixin
 
 
@@ -84,6 +90,60 @@ class Qwen3VLImageTextProcessor(Qwen3VLProcessor):
         if videos is not None:
             raise ValueError("Qwen3VLImageTextProcessor handles images and text only, not video")
         return super().__call__(images=images, text=text, **kwargs)
+
+
+class SmolVLMImageTextProcessor(SmolVLMProcessor):
+    """``SmolVLMProcessor`` without the video processor (no torchvision, and no ``num2words``, which only its
+    video prompts need): the same image splitting and expansion of ``<image>`` to each sub-image's
+    ``<fake_token_around_image><row_i_col_j>`` and ``<image>`` tokens, then the global image's."""
+
+    def __init__(
+        self, image_processor=None, tokenizer=None, image_seq_len: int = 169, chat_template=None, **kwargs
+    ):
+        # Skip SmolVLMProcessor.__init__, which requires a video processor and num2words; set what it sets.
+        self.fake_image_token = getattr(tokenizer, "fake_image_token", None) or "<fake_token_around_image>"
+        self.image_token = getattr(tokenizer, "image_token", None) or "<image>"
+        self.image_token_id = tokenizer.convert_tokens_to_ids(self.image_token)
+        self.end_of_utterance_token = (
+            getattr(tokenizer, "end_of_utterance_token", None) or "<end_of_utterance>"
+        )
+        self.global_image_token = getattr(tokenizer, "global_image_token", None) or "<global-img>"
+        # Once per image (Idefics3Processor's name): what counts an item's images in its tokens
+        self.global_image_token_id = tokenizer.convert_tokens_to_ids(self.global_image_token)
+        self.image_seq_len = image_seq_len
+        self.video_token = getattr(tokenizer, "video_token", None) or "<video>"
+        ProcessorMixin.__init__(self, image_processor, tokenizer, chat_template=chat_template, **kwargs)
+        _rows_and_cols(image_processor)
+
+    def __call__(self, images=None, text=None, videos=None, **kwargs):
+        if videos is not None:
+            raise ValueError("SmolVLMImageTextProcessor handles images and text only, not video")
+        return super().__call__(images=images, text=text, **kwargs)
+
+    def apply_chat_template(self, conversation, chat_template=None, **kwargs):
+        # SmolVLMProcessor's reads the video processor's frame settings; without video there are none.
+        return ProcessorMixin.apply_chat_template(self, conversation, chat_template, **kwargs)
+
+
+class Idefics3ImageTextProcessor(Idefics3Processor):
+    """``Idefics3Processor`` (no video processor to drop), whose image processor also reports each image's
+    grid, so the scorer can expand the images of several prompts from one preprocessing (as SmolVLM's)."""
+
+    def __init__(
+        self, image_processor=None, tokenizer=None, image_seq_len: int = 169, chat_template=None, **kwargs
+    ):
+        super().__init__(
+            image_processor, tokenizer, image_seq_len=image_seq_len, chat_template=chat_template, **kwargs
+        )
+        _rows_and_cols(image_processor)
+
+
+def _rows_and_cols(image_processor) -> None:
+    """Have the image processor return each image's sub-image grid (``rows``/``cols``), which the processor's
+    ``replace_image_token`` reads; its processor asks for them per call, the scorer calls it directly. Not
+    saved (its ``to_dict`` drops the setting): set again on every load."""
+    if image_processor is not None:
+        image_processor.return_row_col_info = True
 
 
 def tiling_pixels(processor) -> int | None:

@@ -43,7 +43,7 @@ from judge.core.errors import JudgeError
 from judge.core.template import SCORE_CUE
 from judge.models import BATCH_TOKENS
 from judge.models.batching import batch_cost, kept_prefix_len, pack, plan_batches, real_tokens
-from judge.models.families import generation_inputs, multi_axis_positions, of_processor
+from judge.models.families import frames_first, generation_inputs, multi_axis_positions, of_processor
 from judge.models.float32_head import Float32Head
 from judge.models.packed import PACKED_ENV, pack_row, packed_attention, prefix_tree_mask, resolve_packed
 from judge.models.requests import CriterionScore, Encoded, EncodedShape, ScoreRequest
@@ -477,7 +477,7 @@ def encode_vision(
             for i, piece in enumerate(pieces[1:]):
                 out += processor.replace_image_token(image_inputs, i) + piece
             ids.append(tokenizer(out, add_special_tokens=False)["input_ids"])
-        return ids, {k: image_inputs[k] for k in wanted if k in image_inputs}
+        return ids, frames_first(family, {k: image_inputs[k] for k in wanted if k in image_inputs})
     ids, vision = [], {}
     for t in texts:
         out = processor(
@@ -485,7 +485,7 @@ def encode_vision(
         )
         ids.append(out["input_ids"][0].tolist())
         vision.update({k: out[k] for k in wanted if out.get(k) is not None})
-    return ids, vision
+    return ids, frames_first(family, vision)
 
 
 # --------------------------------------------------------------------- helpers
