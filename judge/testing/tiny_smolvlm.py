@@ -16,6 +16,7 @@ shows that family's checkpoints go through the same code. Nothing is downloaded;
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -100,21 +101,18 @@ def build_tiny_smolvlm_tokenizer(
 
 def build_tiny_smolvlm_image_processor(spec: TinySmolVLMSpec = TinySmolVLMSpec(), idefics3: bool = False):
     """SmolVLM's (or Idefics3's: the same code) image splitting processor, PIL backend, at the tiny sizes."""
-    if idefics3:
-        from transformers.models.idefics3.image_processing_pil_idefics3 import (
-            Idefics3ImageProcessorPil as Processor,
-        )
-    else:
-        from transformers.models.smolvlm.image_processing_pil_smolvlm import (
-            SmolVLMImageProcessorPil as Processor,
-        )
+    from transformers.models.idefics3.image_processing_pil_idefics3 import Idefics3ImageProcessorPil
+    from transformers.models.smolvlm.image_processing_pil_smolvlm import SmolVLMImageProcessorPil
 
-    return Processor(
+    processor_cls: Any = Idefics3ImageProcessorPil if idefics3 else SmolVLMImageProcessorPil
+    return processor_cls(
         size={"longest_edge": spec.longest_edge},
         max_image_size={"longest_edge": spec.frame_size},
         image_mean=[0.5, 0.5, 0.5],
         image_std=[0.5, 0.5, 0.5],
         do_image_splitting=True,
+        # each image's grid, which the processor's replace_image_token reads (the scorer calls it directly)
+        return_row_col_info=True,
     )
 
 
@@ -123,15 +121,17 @@ def build_tiny_smolvlm_model(
 ):
     """A randomly initialised, seeded tiny ``SmolVLMForConditionalGeneration`` (``idefics3``:
     ``Idefics3ForConditionalGeneration``) for ``tokenizer``, in eval mode."""
-    if idefics3:
-        from transformers import Idefics3Config as Config
-        from transformers import Idefics3ForConditionalGeneration as Model
-    else:
-        from transformers import SmolVLMConfig as Config
-        from transformers import SmolVLMForConditionalGeneration as Model
+    from transformers import (
+        Idefics3Config,
+        Idefics3ForConditionalGeneration,
+        SmolVLMConfig,
+        SmolVLMForConditionalGeneration,
+    )
 
+    config_cls: Any = Idefics3Config if idefics3 else SmolVLMConfig
+    model_cls: Any = Idefics3ForConditionalGeneration if idefics3 else SmolVLMForConditionalGeneration
     tok = tokenizer
-    config = Config(
+    config = config_cls(
         vision_config=dict(
             hidden_size=spec.vision_hidden,
             num_hidden_layers=spec.vision_layers,
@@ -158,11 +158,10 @@ def build_tiny_smolvlm_model(
         image_token_id=tok.convert_tokens_to_ids("<image>"),
         scale_factor=spec.scale_factor,
         tie_word_embeddings=True,
-        pad_token_id=tok.pad_token_id,
     )
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        model = Model(config)
+        model = model_cls(config)
     model.generation_config.eos_token_id = tok.eos_token_id
     model.generation_config.pad_token_id = tok.pad_token_id
     return model.eval()
@@ -171,9 +170,11 @@ def build_tiny_smolvlm_model(
 def build_tiny_idefics3_scorer(seed: int = 0, spec: TinySmolVLMSpec = TinySmolVLMSpec(), rubric="mmie"):
     """``(model, processor)``: the tiny SmolVLM's shapes, tokenizer and template as an Idefics3 (its model,
     image processor and processor classes), for the tests that show Idefics3 goes through SmolVLM's code."""
-    from judge.models.processor import Idefics3ImageTextProcessor
+    from transformers import Idefics3Processor
 
-    processor = Idefics3ImageTextProcessor(
+    # The stock processor (an Idefics3 checkpoint's: no video processor to drop); judge.models loads a saved
+    # one as its Idefics3ImageTextProcessor.
+    processor = Idefics3Processor(
         image_processor=build_tiny_smolvlm_image_processor(spec, idefics3=True),
         tokenizer=build_tiny_smolvlm_tokenizer(spec, rubric),
         image_seq_len=image_seq_len(spec),
