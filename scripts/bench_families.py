@@ -1,5 +1,6 @@
 """Per-family CPU timings, side by side in one run: one LoRA training step and scoring N responses, for each
-family's tiny model (``tiny``: InternVL, ``tiny-qwen2.5-vl``: Qwen2.5-VL).
+family's tiny model (``tiny``: InternVL, ``tiny-qwen2.5-vl``: Qwen2.5-VL,
+``tiny-smolvlm``: SmolVLM).
 
     python scripts/bench_families.py                       # 100 responses, 3 repeats, median
     python scripts/bench_families.py --responses 10 --repeats 1 --out /tmp/f.json
@@ -26,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _bench_common as common  # noqa: E402
 
-FAMILIES = ("tiny", "tiny-qwen2.5-vl")
+FAMILIES = ("tiny", "tiny-qwen2.5-vl", "tiny-smolvlm")
 
 
 def requests(rubric, n: int):
@@ -59,12 +60,17 @@ def train_batch(processor, rubric, batch: int):
     """A batch of judge prompts with their score targets (labels on the target only), one image each."""
     import torch
 
+    from judge.models.families import of_processor
+
     reqs = [r for r in requests(rubric, 3 * batch) if r.images][:batch]
     texts = [
         processor.apply_chat_template(r.prompts[0], add_generation_prompt=True, tokenize=False) + "4"
         for r in reqs
     ]
-    images = [img for r in reqs for img in r.images]
+    images: list = [img for r in reqs for img in r.images]
+    family = of_processor(processor)
+    if family is not None and family.image_axis:  # SmolVLM's processor takes each prompt's images as a list
+        images = [r.images for r in reqs]
     inputs = processor(text=texts, images=images, return_tensors="pt", padding=True, add_special_tokens=False)
     labels = torch.full_like(inputs["input_ids"], -100)
     last = inputs["attention_mask"].sum(-1) - 1 if processor.tokenizer.padding_side == "right" else None
