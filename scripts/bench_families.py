@@ -1,5 +1,5 @@
 """Per-family CPU timings, side by side in one run: one LoRA training step and scoring N responses, for each
-family's tiny model (``tiny``: InternVL, ``tiny-qwen2.5-vl``: Qwen2.5-VL).
+family's tiny model (``tiny``: InternVL, ``tiny-qwen2.5-vl``: Qwen2.5-VL, ``tiny-gemma3``: Gemma 3).
 
     python scripts/bench_families.py                       # 100 responses, 3 repeats, median
     python scripts/bench_families.py --responses 10 --repeats 1 --out /tmp/f.json
@@ -26,7 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _bench_common as common  # noqa: E402
 
-FAMILIES = ("tiny", "tiny-qwen2.5-vl")
+FAMILIES = ("tiny", "tiny-qwen2.5-vl", "tiny-gemma3")
 
 
 def requests(rubric, n: int):

@@ -194,3 +194,26 @@ def test_a_lora_step_trains_and_the_judge_folder_loads_back_alone(small_demo, tm
     tower and the projector in full."""
     weights = lora_step_and_reload(families.GEMMA3, small_demo, tmp_path, rubric)
     assert any("multi_modal_projector.mm_input_projection_weight" in k for k in weights)
+
+
+def test_training_batches_carry_the_token_types_scoring_gives(tiny_gemma3, rubric):
+    """judge-train's collator gives Gemma 3's forward the token types of the images' soft tokens (where the
+    ids end up, right-aligned too), as the scorer does, so the judge trains on the attention it is scored
+    with; a packed training row, which has no place for them, is refused naming why."""
+    from judge.core.errors import JudgeError
+    from judge.data.sft import completion_messages
+    from judge.train.collator import JudgeCollator
+
+    _, processor = tiny_gemma3
+    soft = processor.tokenizer.convert_tokens_to_ids("<image_soft_token>")
+    reqs = requests(rubric, 3)
+    examples = [
+        {"id": r.key, "prompt": r.prompts[0], "completion": completion_messages("4"), "images": r.images}
+        for r in reqs
+    ]
+    for labels_last in (False, True):
+        batch = JudgeCollator(processor, labels_last=labels_last)(examples)
+        assert torch.equal(batch["token_type_ids"], (batch["input_ids"] == soft).long())
+        assert int(batch["token_type_ids"].sum()) == 3 * 16  # 0, 1 and 2 images
+    with pytest.raises(JudgeError, match="gemma3 family yet \\(its image-block attention mask"):
+        JudgeCollator(processor, packed=True)
