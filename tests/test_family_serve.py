@@ -22,6 +22,7 @@ from judge.serve.judge_prompt import judge_chat_messages
 FAMILIES = {
     "tiny-qwen2.5-vl": ("qwen2_5_vl", "tiny_qwen"),
     "tiny-qwen3-vl": ("qwen3_vl", "tiny_qwen3"),
+    "tiny-gemma3": ("gemma3", "tiny_gemma3"),
 }
 DEMO = REPO / "annotations" / "demo"
 ITEM_FIELDS = ("id", "task", "question", "response", "reference", "model")
@@ -113,7 +114,8 @@ def test_a_conversation_with_an_image_is_the_models_own_greedy_generation(server
         gen = model.generate(**out, max_new_tokens=8, do_sample=False)
     new = gen[0, n:].tolist()
     assert body["usage"]["prompt_tokens"] == n and body["usage"]["completion_tokens"] == len(new)
-    assert int(out["mm_token_type_ids"].sum()) >= 4  # the image's merged patches are in the prompt
+    types = out["mm_token_type_ids"] if "mm_token_type_ids" in out else out["token_type_ids"]  # Gemma 3's
+    assert int(types.sum()) >= 4  # the image's merged patches (Gemma 3: soft tokens) are in the prompt
     assert body["choices"][0]["message"]["content"] == processor.tokenizer.decode(
         new, skip_special_tokens=True
     )
