@@ -217,3 +217,19 @@ def test_training_batches_carry_the_token_types_scoring_gives(tiny_gemma3, rubri
         assert int(batch["token_type_ids"].sum()) == 3 * 16  # 0, 1 and 2 images
     with pytest.raises(JudgeError, match="gemma3 family yet \\(its image-block attention mask"):
         JudgeCollator(processor, packed=True)
+
+
+def test_reproducible_scores_are_bit_identical_across_batchings():
+    """``reproducible=True`` on a Gemma 3 judge: an item's scores are the same bits alone, with the others
+    (images and windows in one batch) and in reverse order."""
+    from test_reproducible import DEMO, by_key, demo_items, unequal
+
+    import judge
+
+    items = demo_items(2)
+    repro = judge.Judge.load("tiny-gemma3", rubric="mmie", reproducible=True)
+    root = DEMO.parent
+    alone = {k: v for it in items for k, v in by_key(repro.score_records([it], root=root)).items()}
+    assert len(alone) > 6 and all(v is not None for v in alone.values())
+    assert unequal(alone, by_key(repro.score_records(items, root=root))) == 0
+    assert unequal(alone, by_key(repro.score_records(items[::-1], root=root))) == 0
