@@ -65,6 +65,8 @@ def train_batch(processor, rubric, batch: int):
         for r in reqs
     ]
     images = [img for r in reqs for img in r.images]
+    if processor.__class__.__name__ == "Gemma3Processor":
+        images = [list(r.images) for r in reqs]  # Gemma 3's processor takes each prompt's images apart
     inputs = processor(text=texts, images=images, return_tensors="pt", padding=True, add_special_tokens=False)
     labels = torch.full_like(inputs["input_ids"], -100)
     last = inputs["attention_mask"].sum(-1) - 1 if processor.tokenizer.padding_side == "right" else None
