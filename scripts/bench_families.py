@@ -1,6 +1,6 @@
 """Per-family CPU timings, side by side in one run: one LoRA training step and scoring N responses, for each
-family's tiny model (``tiny``: InternVL, ``tiny-qwen2.5-vl``: Qwen2.5-VL,
-``tiny-smolvlm``: SmolVLM).
+family's tiny model (``tiny``: InternVL, ``tiny-qwen2.5-vl``: Qwen2.5-VL, ``tiny-smolvlm``: SmolVLM,
+``tiny-gemma3``: Gemma 3).
 
     python scripts/bench_families.py                       # 100 responses, 3 repeats, median
     python scripts/bench_families.py --responses 10 --repeats 1 --out /tmp/f.json
@@ -27,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _bench_common as common  # noqa: E402
 
-FAMILIES = ("tiny", "tiny-qwen2.5-vl", "tiny-smolvlm")
+FAMILIES = ("tiny", "tiny-qwen2.5-vl", "tiny-smolvlm", "tiny-gemma3")
 
 
 def requests(rubric, n: int):
@@ -69,8 +69,9 @@ def train_batch(processor, rubric, batch: int):
     ]
     images: list = [img for r in reqs for img in r.images]
     family = of_processor(processor)
-    if family is not None and family.image_axis:  # SmolVLM's processor takes each prompt's images as a list
-        images = [r.images for r in reqs]
+    # SmolVLM's and Gemma 3's processors take each prompt's images as a list of their own
+    if family is not None and (family.image_axis or family.image_blocks):
+        images = [list(r.images) for r in reqs]
     inputs = processor(text=texts, images=images, return_tensors="pt", padding=True, add_special_tokens=False)
     labels = torch.full_like(inputs["input_ids"], -100)
     last = inputs["attention_mask"].sum(-1) - 1 if processor.tokenizer.padding_side == "right" else None

@@ -16,6 +16,7 @@ import torch
 from serving import REPO, running_server
 from test_serve_reward import QUESTION, RESPONSE, TEMPLATES, openrlhf_post
 
+from judge.models.families import image_token_types
 from judge.serve.judge_prompt import judge_chat_messages
 
 #: the tiny judge of each family, its config's model_type, and the fixture of its (model, processor)
@@ -23,6 +24,7 @@ FAMILIES = {
     "tiny-qwen2.5-vl": ("qwen2_5_vl", "tiny_qwen"),
     "tiny-qwen3-vl": ("qwen3_vl", "tiny_qwen3"),
     "tiny-smolvlm": ("smolvlm", "tiny_smol"),
+    "tiny-gemma3": ("gemma3", "tiny_gemma3"),
 }
 DEMO = REPO / "annotations" / "demo"
 ITEM_FIELDS = ("id", "task", "question", "response", "reference", "model")
@@ -114,9 +116,8 @@ def test_a_conversation_with_an_image_is_the_models_own_greedy_generation(server
         gen = model.generate(**out, max_new_tokens=8, do_sample=False)
     new = gen[0, n:].tolist()
     assert body["usage"]["prompt_tokens"] == n and body["usage"]["completion_tokens"] == len(new)
-    assert (
-        int((out["input_ids"] == processor.image_token_id).sum()) >= 4
-    )  # the image's tokens are in the prompt
+    # the image's tokens are in the prompt (Gemma 3's: its soft tokens, not its <start_of_image> placeholder)
+    assert int(image_token_types(processor, out["input_ids"]).sum()) >= 4
     assert body["choices"][0]["message"]["content"] == processor.tokenizer.decode(
         new, skip_special_tokens=True
     )

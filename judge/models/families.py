@@ -58,6 +58,12 @@ class Family:
     image_axis: bool = False
     #: the language model's module name, under which ``lora.target_modules: language`` adapts
     language_part: str = "language_model"
+    #: the forward takes :attr:`token_types` in every pass (not only in ``generate``): Gemma 3 builds from them
+    #: its mask in which an image's soft tokens attend to each other both ways
+    image_blocks: bool = False
+    #: why the packed shared-prefix path cannot score this family (None: it can); ``packed: flex`` is refused
+    #: with this reason, ``auto`` takes the KV copy
+    packed_refusal: str | None = None
     _processor: Callable[[str], Any] | None = field(default=None, repr=False, compare=False)
 
     def lora_pattern(self) -> str:
@@ -102,6 +108,12 @@ def _smolvlm_processor(path: str):
     from judge.models.family_smolvlm import load_smolvlm_processor
 
     return load_smolvlm_processor(path)
+
+
+def _gemma3_processor(path: str):
+    from transformers import Gemma3Processor  # no video processor: the stock one runs without torchvision
+
+    return Gemma3Processor.from_pretrained(path)
 
 
 INTERNVL = Family(
@@ -170,8 +182,27 @@ SMOLVLM = Family(
     _processor=_smolvlm_processor,
 )
 
+#: Gemma 3: a fixed number of soft tokens per image, attending to each other both ways (its forward builds that
+#: mask from ``token_type_ids``), sliding-window and global layers (:mod:`judge.models.family_gemma3`).
+GEMMA3 = Family(
+    name="gemma3",
+    model_types=("gemma3",),
+    tiny="tiny-gemma3",
+    processor_classes=("Gemma3Processor",),
+    vision_parts=("vision_tower",),
+    projector_parts=("multi_modal_projector",),
+    quantization_skip=(r".*vision_tower", r".*multi_modal_projector", "lm_head"),
+    token_types="token_type_ids",
+    image_blocks=True,
+    packed_refusal=(
+        "does not score Gemma 3: its image tokens attend to each other both ways and its sliding windows "
+        "count positions, neither of which the prefix-tree mask has"
+    ),
+    _processor=_gemma3_processor,
+)
+
 #: Every family, the default (``tiny``, a model of no known family) first.
-FAMILIES: tuple[Family, ...] = (INTERNVL, QWEN25VL, QWEN3VL, SMOLVLM)
+FAMILIES: tuple[Family, ...] = (INTERNVL, QWEN25VL, QWEN3VL, SMOLVLM, GEMMA3)
 
 #: ``tiny``, ``tiny-qwen2.5-vl``, ... with an optional ``:seed=N``: a family's tiny local model.
 TINY_NAME = re.compile(
@@ -288,8 +319,27 @@ def generation_inputs(processor, input_ids: torch.Tensor, vision: Mapping[str, A
         return {}
     family = of_processor(processor)
     if family is not None and family.token_types is not None:
-        out[family.token_types] = (input_ids == processor.image_token_id).to(input_ids.dtype)
+        out[family.token_types] = image_token_types(processor, input_ids)
     return out
+
+
+def image_token_types(processor, input_ids: torch.Tensor) -> torch.Tensor:
+    """1 at each image token of ``input_ids``, 0 elsewhere: the processor's ``image_token_ids`` (Gemma 3's
+    ``image_token_id`` is its ``<start_of_image>`` placeholder, its image tokens the soft tokens)."""
+    import torch
+
+    ids = torch.tensor(processor.image_token_ids, dtype=input_ids.dtype, device=input_ids.device)
+    return torch.isin(input_ids, ids).to(input_ids.dtype)
+
+
+def forward_inputs(processor, input_ids: torch.Tensor) -> dict[str, torch.Tensor]:
+    """What a scoring forward pass takes beside ids, mask, positions and pixels: for a family whose mask needs
+    them (:attr:`Family.image_blocks`), the token types of ``input_ids`` where it holds an image; else nothing."""
+    family = of_processor(processor)
+    if family is None or not family.image_blocks or family.token_types is None:
+        return {}
+    types = image_token_types(processor, input_ids)
+    return {family.token_types: types} if bool(types.any()) else {}
 
 
 # --------------------------------------------------------------------- prompt positions

@@ -1,8 +1,9 @@
 """Load a scorer (base model, base + LoRA adapter, or merged) and its processor through one code path.
 
 ``load_scorer("tiny")`` builds the seeded tiny InternVL model in memory (``tiny-qwen2.5-vl`` the tiny
-Qwen2.5-VL, ``tiny-qwen3-vl`` the tiny Qwen3-VL, ``tiny-smolvlm`` the tiny SmolVLM,
-:mod:`judge.models.families`); any other value is a local folder or a hub id that ``AutoModelForImageTextToText`` loads
+Qwen2.5-VL, ``tiny-qwen3-vl`` the tiny Qwen3-VL, ``tiny-smolvlm`` the tiny SmolVLM, ``tiny-gemma3`` the tiny
+Gemma 3, :mod:`judge.models.families`); any other value is a local folder or a hub id that
+``AutoModelForImageTextToText`` loads
 (native InternVL checkpoints such as ``OpenGVLab/InternVL3-1B-hf`` included).
 Weights load from safetensors only, and remote code runs only when asked.
 """
@@ -20,6 +21,7 @@ from judge.core.errors import ConfigError
 from judge.models.devices import check_device, resolve_dtype
 from judge.models.families import (
     FAMILIES,
+    GEMMA3,
     INTERNVL,
     QWEN3VL,
     QWEN25VL,
@@ -38,6 +40,7 @@ if TYPE_CHECKING:
 
 # Re-exported: callers of these names from here keep working (they live in devices and sources now).
 __all__ = [
+    "build_tiny_gemma3_processor",
     "build_tiny_processor",
     "build_tiny_qwen3_processor",
     "build_tiny_qwen_processor",
@@ -149,10 +152,31 @@ def build_tiny_smolvlm_processor(spec=None, rubric="mmie"):
     )
 
 
+def build_tiny_gemma3_processor(spec=None, rubric="mmie"):
+    """The tiny Gemma 3's processor: the stock ``Gemma3Processor`` (no video processor) with the tiny tokenizer
+    and Gemma 3's image processor, PIL backend (:mod:`judge.testing.tiny_gemma3`)."""
+    from transformers import Gemma3Processor
+
+    from judge.testing.tiny_gemma3 import (
+        CHAT_TEMPLATE,
+        TinyGemma3Spec,
+        build_tiny_gemma3_image_processor,
+        build_tiny_gemma3_tokenizer,
+    )
+
+    spec = spec or TinyGemma3Spec()
+    return Gemma3Processor(
+        image_processor=build_tiny_gemma3_image_processor(spec),
+        tokenizer=build_tiny_gemma3_tokenizer(spec, rubric),
+        chat_template=CHAT_TEMPLATE,
+        image_seq_length=spec.tokens_per_image,
+    )
+
+
 def build_tiny_scorer(seed: int = 0, spec=None, rubric="mmie", name: str = "tiny"):
     """Return ``(model, processor)``: a randomly initialised, seeded tiny judge on the CPU; ``name`` is the
     family's tiny name (``tiny``: InternVL, ``tiny-qwen2.5-vl``: Qwen2.5-VL, ``tiny-qwen3-vl``: Qwen3-VL,
-    ``tiny-smolvlm``: SmolVLM; no ``:seed=``)."""
+    ``tiny-smolvlm``: SmolVLM, ``tiny-gemma3``: Gemma 3; no ``:seed=``)."""
     family = by_tiny_name(name)
     if family is SMOLVLM:
         from judge.testing.tiny_smolvlm import TinySmolVLMSpec, build_tiny_smolvlm_model
@@ -160,6 +184,12 @@ def build_tiny_scorer(seed: int = 0, spec=None, rubric="mmie", name: str = "tiny
         sspec = spec or TinySmolVLMSpec()
         processor = build_tiny_smolvlm_processor(sspec, rubric)
         return build_tiny_smolvlm_model(processor.tokenizer, seed, sspec), processor
+    if family is GEMMA3:
+        from judge.testing.tiny_gemma3 import TinyGemma3Spec, build_tiny_gemma3_model
+
+        gspec = spec or TinyGemma3Spec()
+        processor = build_tiny_gemma3_processor(gspec, rubric)
+        return build_tiny_gemma3_model(processor.tokenizer, seed, gspec), processor
     if family is QWEN3VL:
         from judge.testing.tiny_qwen3vl import TinyQwen3Spec, build_tiny_qwen3_model
 
@@ -198,6 +228,8 @@ def load_processor(path_or_id: str, trust_remote_code: bool = False):
     m = _TINY.match(path_or_id)
     if m:
         family = by_tiny_name(path_or_id)
+        if family is GEMMA3:
+            return build_tiny_gemma3_processor()
         if family is QWEN3VL:
             return build_tiny_qwen3_processor()
         if family is SMOLVLM:

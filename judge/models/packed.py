@@ -38,6 +38,7 @@ import torch
 
 from judge.core.errors import ConfigError
 from judge.models.batching import kept_prefix_len
+from judge.models.families import of_model
 from judge.models.float32_head import _is_dtensor
 from judge.models.requests import Encoded
 
@@ -306,6 +307,9 @@ def resolve_packed(mode: str | None, model, device: torch.device) -> bool:
     if mode == "off":
         return False
     why = flex_unavailable(device)
+    family = of_model(model)
+    if why is None and family is not None and family.packed_refusal is not None:
+        why = family.packed_refusal
     if why is None and _sharded(model):
         why = "does not run on a sharded model (FSDP, DeepSpeed ZeRO-3)"
     if mode == "flex":

@@ -43,7 +43,14 @@ from judge.core.errors import JudgeError
 from judge.core.template import SCORE_CUE
 from judge.models import BATCH_TOKENS
 from judge.models.batching import batch_cost, kept_prefix_len, pack, plan_batches, real_tokens
-from judge.models.families import frames_first, generation_inputs, multi_axis_positions, of_processor
+from judge.models.families import (
+    forward_inputs,
+    frames_first,
+    generation_inputs,
+    multi_axis_positions,
+    of_processor,
+)
+from judge.models.family_gemma3 import prefix_cache, suffix_masks
 from judge.models.float32_head import Float32Head
 from judge.models.packed import PACKED_ENV, pack_row, packed_attention, prefix_tree_mask, resolve_packed
 from judge.models.requests import CriterionScore, Encoded, EncodedShape, ScoreRequest
@@ -253,20 +260,19 @@ class ExpectedScorer:
                 position_ids=position_ids.to(self.device),
                 use_cache=False,
                 **self._vision(batch, per_criterion=True),
+                **forward_inputs(self.processor, input_ids),
             )
         with _span("judge.readout"):
             reads = iter(self._readout(logits))
         return [[self._make(*next(reads), len(ids)) for ids in e.input_ids] for e in batch]
 
     def _shared(self, batch: Sequence[Encoded]) -> list[list[CriterionScore]]:
-        from transformers import DynamicCache
-
         # 1. Prefixes (with every image) once per response, left-padded; a criterion prompt equal to the
         #    prefix would leave no suffix token to run, so one is kept back (kept_prefix_len).
         prefixes = [e.input_ids[0][: kept_prefix_len(e)] for e in batch]
         p_ids, p_mask = _left_pad(prefixes, self.pad_id)
         p_ids, p_mask = p_ids.to(self.device), p_mask.to(self.device)
-        cache = DynamicCache(config=_text_config(self.model))
+        cache = prefix_cache(self.model)
         cache_arg: dict[str, Any] = {self._cache_kw: cache}
         multi_axis = batch[0].positions is not None
         if multi_axis:
@@ -283,6 +289,7 @@ class ExpectedScorer:
                 position_ids=p_pos,
                 use_cache=True,
                 **self._vision(batch),
+                **forward_inputs(self.processor, p_ids),
                 logits_to_keep=1,
                 **cache_arg,
             )
@@ -308,6 +315,7 @@ class ExpectedScorer:
             prefix_lens = p_mask.sum(-1)[index]
             positions = prefix_lens[:, None] + _positions(s_mask)
         mask = torch.cat([p_mask[index], s_mask], dim=1)
+        mask = suffix_masks(self.model, mask, cache, p_pos, index, positions)
         with _span("judge.suffix_pass"):
             logits = self._forward_logits(
                 input_ids=s_ids,
@@ -563,15 +571,6 @@ def _float_dtype(model) -> torch.dtype:
         if p.is_floating_point():
             return p.dtype if p.dtype in (torch.float32, torch.bfloat16, torch.float16) else torch.float32
     return torch.float32
-
-
-def _text_config(model):
-    base = model
-    for attr in ("get_base_model",):
-        if hasattr(base, attr):
-            base = getattr(base, attr)()
-    cfg = base.config
-    return cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
 
 
 def cache_keyword(model) -> str:

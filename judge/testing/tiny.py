@@ -166,9 +166,10 @@ def build_tokenizer(
     special_tokens: list[str] | None = None,
     named_tokens: dict[str, str] | None = None,
     chat_template: str = CHAT_TEMPLATE,
+    eos_pad_bos: tuple[str, str, str | None] = ("<|im_end|>", "<|endoftext|>", None),
 ):
     """Train a byte-level BPE tokenizer with InternVL's special tokens (or a family's ``special_tokens``,
-    ``named_tokens`` and ``chat_template``); digits are single tokens."""
+    ``named_tokens``, ``chat_template`` and end, padding and start tokens); digits are single tokens."""
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
@@ -189,8 +190,9 @@ def build_tokenizer(
     tok.train_from_iterator(corpus, trainer)
     return PreTrainedTokenizerFast(
         tokenizer_object=tok,
-        eos_token="<|im_end|>",
-        pad_token="<|endoftext|>",
+        eos_token=eos_pad_bos[0],
+        pad_token=eos_pad_bos[1],
+        **({"bos_token": eos_pad_bos[2]} if eos_pad_bos[2] else {}),
         extra_special_tokens=named_tokens
         or {
             "start_image_token": "<img>",

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from judge.core.errors import JudgeError
-from judge.models.families import multi_axis_positions, of_processor
+from judge.models.families import forward_inputs, multi_axis_positions, of_processor
 from judge.models.readout import encode_vision, render_prompt
 from judge.train.loss import IGNORE_INDEX, right_align
 
@@ -54,9 +54,10 @@ class JudgeCollator:
         family = of_processor(processor)
         #: the family's rotary positions have several axes (Qwen2.5-VL): the collator gives them per token
         self.multi_axis = family is not None and family.multi_axis_positions
-        if family is not None and self.multi_axis and packed:
+        if family is not None and (self.multi_axis or family.image_blocks) and packed:
+            what = "multi-axis positions" if self.multi_axis else "image-block attention mask"
             raise JudgeError(
-                f"train.packing does not run for the {family.name} family yet (its multi-axis positions in a "
+                f"train.packing does not run for the {family.name} family yet (its {what} in a "
                 "packed row); set train.packing: false"
             )
         self._extra: list[dict[str, torch.Tensor]] = []
@@ -112,7 +113,9 @@ class JudgeCollator:
             batch[key] = torch.cat([extra[key] for extra in self._extra if key in extra])
         if self.multi_axis:
             batch["position_ids"] = self._positions(encoded, width)
-        return right_align(batch) if self.labels_last else batch
+        batch = right_align(batch) if self.labels_last else batch
+        # Gemma 3's token types (its images' two-way attention), from the ids where they end up: as scored.
+        return {**batch, **forward_inputs(self.processor, batch["input_ids"])}
 
     def _positions(self, encoded, width: int) -> torch.Tensor:
         """(axes, rows, width) multi-axis positions of each row's tokens (prompt and completion), 0 on padding."""
