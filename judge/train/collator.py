@@ -16,6 +16,7 @@ import torch
 
 from judge.core.errors import JudgeError
 from judge.models.families import multi_axis_positions, of_processor
+from judge.models.pixels import cat_pixel_values
 from judge.models.readout import encode_vision, render_prompt
 from judge.train.loss import IGNORE_INDEX, right_align
 
@@ -105,7 +106,7 @@ class JudgeCollator:
                 pixels.append(pv)
         batch = {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
         if pixels:
-            batch["pixel_values"] = torch.cat(pixels)
+            batch["pixel_values"] = cat_pixel_values(pixels)
         for key in {
             k for extra in self._extra for k in extra
         }:  # the family's per-image inputs (image_grid_thw)
@@ -147,5 +148,5 @@ def pack_examples(encoded: list[tuple[list[int], list[int], torch.Tensor | None]
         "position_ids": torch.tensor([positions], dtype=torch.long),
     }
     if pixels:
-        batch["pixel_values"] = torch.cat(pixels)
+        batch["pixel_values"] = cat_pixel_values(pixels)
     return batch
