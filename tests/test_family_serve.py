@@ -1,8 +1,8 @@
-"""judge-serve on a judge of another family than InternVL: ``--judge tiny-qwen2.5-vl`` and ``tiny-qwen3-vl`` on
-loopback, one server per family for every check. ``/v1/score`` gives what the engine of ``judge.models.load("tiny-qwen2.5-vl")`` gives for an item
+"""judge-serve on a judge of another family than InternVL: ``--judge tiny-qwen2.5-vl``, ``tiny-qwen3-vl`` and
+``tiny-llava-onevision`` on loopback, one server per family for every check. ``/v1/score`` gives what the engine of ``judge.models.load("tiny-qwen2.5-vl")`` gives for an item
 with an image; the chat route answers the judge's own prompt with that score and generates, for any other
 conversation with an image, what the model's own ``generate`` writes on the processor's output (greedy, its
-own M-RoPE); the reward route gives /v1/score's score."""
+own M-RoPE or anyres image inputs); the reward route gives /v1/score's score."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from judge.serve.judge_prompt import judge_chat_messages
 FAMILIES = {
     "tiny-qwen2.5-vl": ("qwen2_5_vl", "tiny_qwen"),
     "tiny-qwen3-vl": ("qwen3_vl", "tiny_qwen3"),
+    "tiny-llava-onevision": ("llava_onevision", "tiny_llava_onevision"),
 }
 DEMO = REPO / "annotations" / "demo"
 ITEM_FIELDS = ("id", "task", "question", "response", "reference", "model")
@@ -113,7 +114,8 @@ def test_a_conversation_with_an_image_is_the_models_own_greedy_generation(server
         gen = model.generate(**out, max_new_tokens=8, do_sample=False)
     new = gen[0, n:].tolist()
     assert body["usage"]["prompt_tokens"] == n and body["usage"]["completion_tokens"] == len(new)
-    assert int(out["mm_token_type_ids"].sum()) >= 4  # the image's merged patches are in the prompt
+    # the image's merged patches (Qwen) or its tiles' features (LLaVA-OneVision) are in the prompt
+    assert int((out["input_ids"] == processor.image_token_id).sum()) >= 4
     assert body["choices"][0]["message"]["content"] == processor.tokenizer.decode(
         new, skip_special_tokens=True
     )
