@@ -232,3 +232,49 @@ def test_the_serving_pixel_cap_covers_the_largest_anyres_grid(tiny_llava_onevisi
 
     assert tiling_pixels(tiny_llava_onevision[1]) == 96 * 96
     assert tiling_pixels(LlavaOnevisionImageProcessorPil()) == 2304 * 2304
+
+
+def test_a_packed_training_row_gives_the_padded_batchs_loss(tiny_llava_onevision, rubric, small_demo):
+    """judge-train's collator on the tiny LLaVA-OneVision: a packed row (``train.packing``) carries its
+    examples' image sizes and image counts as the padded batch does, and gives the padded batch's loss (the
+    tolerance of tests/test_train_packing.py), over examples whose pixel stacks differ in the patch axis."""
+    import copy
+
+    from peft import LoraConfig, get_peft_model
+    from test_train_packing import examples
+
+    from judge.train.collator import JudgeCollator
+    from judge.train.loss import labels_only_loss
+
+    model, processor = tiny_llava_onevision
+    torch.manual_seed(1)
+    model = get_peft_model(
+        copy.deepcopy(model),
+        LoraConfig(r=4, lora_alpha=8, lora_dropout=0.0, target_modules=FAMILY.lora_pattern()),
+    )
+    for n, p in model.named_parameters():
+        if "lora_B" in n:  # non-zero adapters, so that the loss depends on them
+            torch.nn.init.normal_(p, std=0.05)
+    exs = examples(rubric, small_demo, 6)
+    for ex in exs[:2]:  # the demo's items have 2-3 images: keep the first alone in two of them
+        seen = [0]
+
+        def first_image_only(part, seen=seen):
+            seen[0] += part.get("type") == "image"
+            return part.get("type") != "image" or seen[0] == 1
+
+        ex["prompt"] = [
+            {**m, "content": [x for x in m["content"] if first_image_only(x)]} for m in ex["prompt"]
+        ]
+        ex["images"] = ex["images"][:1]
+    padded = JudgeCollator(processor, labels_last=True)(exs)
+    packed = JudgeCollator(processor, packed=True)(exs)
+    counts = padded["batch_num_images"].tolist()
+    assert 1 in counts and max(counts) > 1  # lone images in tiles and several at base resolution
+    assert padded["pixel_values"].shape[1] > 1 and not padded["pixel_values"][-1, 1:].any()
+    for key in ("pixel_values", "image_sizes", "batch_num_images"):
+        assert torch.equal(packed[key], padded[key]), key
+    with torch.no_grad():
+        ref, _ = labels_only_loss(model, padded)
+        got, _ = labels_only_loss(model, packed)
+    assert abs(got.item() - ref.item()) < 1e-5, (got.item(), ref.item())

@@ -91,7 +91,7 @@ class JudgeCollator:
         self._extra = []
         encoded = [self.encode(ex) for ex in examples]
         if self.packed:
-            return pack_examples(encoded)
+            return self._with_extra(pack_examples(encoded))
         width = max(len(p) + len(c) for p, c, _ in encoded)
         input_ids = torch.full((len(encoded), width), self.pad_id, dtype=torch.long)
         attention_mask = torch.zeros((len(encoded), width), dtype=torch.long)
@@ -107,13 +107,17 @@ class JudgeCollator:
         batch = {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
         if pixels:
             batch["pixel_values"] = cat_pixel_values(pixels)
-        for key in {
-            k for extra in self._extra for k in extra
-        }:  # the family's per-image inputs (image_grid_thw)
-            batch[key] = torch.cat([extra[key] for extra in self._extra if key in extra])
+        self._with_extra(batch)
         if self.multi_axis:
             batch["position_ids"] = self._positions(encoded, width)
         return right_align(batch) if self.labels_last else batch
+
+    def _with_extra(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """``batch`` with the family's other image inputs of its examples, concatenated in their order (Qwen's
+        ``image_grid_thw``; LLaVA-OneVision's ``image_sizes`` and ``batch_num_images``, a packed row's too)."""
+        for key in {k for extra in self._extra for k in extra}:
+            batch[key] = torch.cat([extra[key] for extra in self._extra if key in extra])
+        return batch
 
     def _positions(self, encoded, width: int) -> torch.Tensor:
         """(axes, rows, width) multi-axis positions of each row's tokens (prompt and completion), 0 on padding."""
