@@ -278,3 +278,28 @@ def test_a_packed_training_row_gives_the_padded_batchs_loss(tiny_llava_onevision
         ref, _ = labels_only_loss(model, padded)
         got, _ = labels_only_loss(model, packed)
     assert abs(got.item() - ref.item()) < 1e-5, (got.item(), ref.item())
+
+
+def test_the_llava_onevision_recipe_is_rubric6_on_its_base():
+    """rubric6-llava-ov-0.5b: rubric6's sections and keys, validated by the run config's own loader, the
+    llava-onevision-qwen2-0.5b-ov hub id (nothing downloaded), LoRA on the language model, no pixel bounds (its
+    images have none), a context budget for a lone anyres image (up to about 7,400 tokens), 16 examples a step."""
+    import yaml
+
+    from judge.train.config import load_run_config
+
+    path, cfg = load_run_config("rubric6-llava-ov-0.5b")
+    raw = yaml.safe_load(path.read_text())
+    base = yaml.safe_load((path.parent / "rubric6.yaml").read_text())
+    assert raw.keys() == base.keys() and all(
+        raw[k].keys() == base[k].keys() for k in base if isinstance(base[k], dict)
+    )
+    assert cfg.model.path == "llava-hf/llava-onevision-qwen2-0.5b-ov-hf" and cfg.model.dtype == "bfloat16"
+    assert (
+        cfg.train.finetune == "lora" and cfg.lora.target_modules == "language" and cfg.quantization == "none"
+    )
+    assert not cfg.lora.train_vision and not cfg.lora.train_projector
+    assert cfg.model.min_pixels is None and cfg.model.max_pixels is None
+    assert cfg.data.max_tokens == 8192 > 729 + 81 * 82
+    assert cfg.train.per_device_train_batch_size * cfg.train.gradient_accumulation_steps == 16
+    assert cfg.eval.best_metric == "overall_spearman" and cfg.rubric == "mmie"
