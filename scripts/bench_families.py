@@ -1,9 +1,10 @@
 """Per-family CPU timings, side by side in one run: one LoRA training step and scoring N responses, for each
-family's tiny model (``tiny``: InternVL, ``tiny-qwen2.5-vl``: Qwen2.5-VL, ``tiny-smolvlm``: SmolVLM,
-``tiny-gemma3``: Gemma 3).
+family's tiny model (``tiny``: InternVL, ``tiny-qwen2.5-vl``: Qwen2.5-VL, ``tiny-llava-onevision``:
+LLaVA-OneVision, ``tiny-smolvlm``: SmolVLM, ``tiny-gemma3``: Gemma 3).
 
     python scripts/bench_families.py                       # 100 responses, 3 repeats, median
     python scripts/bench_families.py --responses 10 --repeats 1 --out /tmp/f.json
+    python scripts/bench_families.py --models tiny-llava-onevision   # some families only
 
 Scoring: N responses of the three task families (0-2 images of several sizes each, every criterion of its
 family), through :class:`~judge.models.readout.ExpectedScorer` on the shared-prefix path (KV copy; the packed
@@ -27,7 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _bench_common as common  # noqa: E402
 
-FAMILIES = ("tiny", "tiny-qwen2.5-vl", "tiny-smolvlm", "tiny-gemma3")
+FAMILIES = ("tiny", "tiny-qwen2.5-vl", "tiny-llava-onevision", "tiny-smolvlm", "tiny-gemma3")
 
 
 def requests(rubric, n: int):
@@ -150,6 +151,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--batch", type=int, default=4, help="examples in the training step's batch (default 4)")
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads (default 1)")
+    ap.add_argument(
+        "--models",
+        nargs="+",
+        choices=FAMILIES,
+        default=list(FAMILIES),
+        help="the tiny models timed (default all)",
+    )
     ap.add_argument("--out", type=Path, default=Path("bench_families.json"), help="the JSON written")
     args = ap.parse_args(argv)
     if min(args.responses, args.repeats, args.batch, args.threads) < 1:
@@ -160,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
 
     torch.set_num_threads(args.threads)
     rubric = load_rubric("mmie")
-    rows = [bench(name, rubric, args.responses, args.repeats, args.batch) for name in FAMILIES]
+    rows = [bench(name, rubric, args.responses, args.repeats, args.batch) for name in args.models]
     print(f"CPU, {args.threads} thread(s), median of {args.repeats}")
     print(
         f"| model | family | params | train step (batch {args.batch}) s | score {args.responses} responses s |"

@@ -76,6 +76,14 @@ def tiny_gemma3():
 
 
 @pytest.fixture(scope="session")
+def tiny_llava_onevision():
+    """(model, processor) of the seeded tiny LLaVA-OneVision scorer; shared, so tests must not modify it."""
+    from judge.models import build_tiny_scorer
+
+    return build_tiny_scorer(seed=0, name="tiny-llava-onevision")
+
+
+@pytest.fixture(scope="session")
 def small_demo(tmp_path_factory):
     """A small synthetic annotation set (12 questions x 3 responses) with real PNG images."""
     from judge.testing.demo import generate_demo

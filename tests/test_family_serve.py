@@ -1,8 +1,9 @@
-"""judge-serve on a judge of another family than InternVL: ``--judge tiny-qwen2.5-vl``, ``tiny-qwen3-vl`` and ``tiny-smolvlm`` on
-loopback, one server per family for every check. ``/v1/score`` gives what the engine of ``judge.models.load("tiny-qwen2.5-vl")`` gives for an item
+"""judge-serve on a judge of another family than InternVL: ``--judge tiny-qwen2.5-vl``, ``tiny-qwen3-vl``,
+``tiny-llava-onevision``, ``tiny-smolvlm`` and ``tiny-gemma3`` on loopback, one server per family for every
+check. ``/v1/score`` gives what the engine of ``judge.models.load("tiny-qwen2.5-vl")`` gives for an item
 with an image; the chat route answers the judge's own prompt with that score and generates, for any other
 conversation with an image, what the model's own ``generate`` writes on the processor's output (greedy, its
-own M-RoPE); the reward route gives /v1/score's score."""
+own M-RoPE or anyres image inputs); the reward route gives /v1/score's score."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ FAMILIES = {
     "tiny-qwen3-vl": ("qwen3_vl", "tiny_qwen3"),
     "tiny-smolvlm": ("smolvlm", "tiny_smol"),
     "tiny-gemma3": ("gemma3", "tiny_gemma3"),
+    "tiny-llava-onevision": ("llava_onevision", "tiny_llava_onevision"),
 }
 DEMO = REPO / "annotations" / "demo"
 ITEM_FIELDS = ("id", "task", "question", "response", "reference", "model")

@@ -109,11 +109,12 @@ def test_unscorable_items_get_null_with_reason(tiny, rubric, small_demo):
     assert "over the context budget of 64" in short[0].reason
 
 
-@pytest.mark.parametrize("family", ["tiny", "tiny_qwen", "tiny_gemma3"])
+@pytest.mark.parametrize("family", ["tiny", "tiny_qwen", "tiny_llava_onevision", "tiny_gemma3"])
 def test_an_item_whose_images_exceed_the_context_budget_is_refused(family, request, rubric, records):
     """Every family: an item with images one token over the context budget is null with its reason, never a
     0 (InternVL's single-tile images have no tile to drop; Qwen2.5-VL's none at all: their size is the
-    processor's pixel bounds; Gemma 3's a fixed 16 soft tokens)."""
+    processor's pixel bounds; LLaVA-OneVision's neither: its anyres grid follows the image's size; Gemma 3's
+    a fixed 16 soft tokens)."""
     model = request.getfixturevalue(family)
     rec = next(r for r in records if content_images(r.response) or content_images(r.question))
     full = engine(model, rubric).score_records([rec])

@@ -58,7 +58,8 @@ def build_parser() -> Parser:
         "model on the shipped demo set, trained fully on the CPU in about a minute (what scripts/demo.sh "
         "runs); rubric6: the real recipe, LoRA on OpenGVLab/InternVL3-2B-hf on a GPU, for your annotations "
         "(--set data.annotations=[...]); rubric6-qwen2.5vl-3b and rubric6-qwen3vl-4b: the same recipe on "
-        "Qwen/Qwen2.5-VL-3B-Instruct and Qwen/Qwen3-VL-4B-Instruct (docs/families.md). Several processes: accelerate launch [--num_processes N] -m "
+        "Qwen/Qwen2.5-VL-3B-Instruct and Qwen/Qwen3-VL-4B-Instruct, rubric6-llava-ov-0.5b on "
+        "llava-hf/llava-onevision-qwen2-0.5b-ov-hf (docs/families.md). Several processes: accelerate launch [--num_processes N] -m "
         "judge.cli.train --config ...",
         epilog=set_keys() + "\n\n" + EXAMPLES,
     )

@@ -64,6 +64,9 @@ class Family:
     #: why the packed shared-prefix path cannot score this family (None: it can); ``packed: flex`` is refused
     #: with this reason, ``auto`` takes the KV copy
     packed_refusal: str | None = None
+    #: the image processor takes one prompt's images as one sample, a nested list (LLaVA-OneVision: a lone
+    #: image in anyres tiles, each of several at base resolution; ``batch_num_images`` tells the forward which)
+    nested_images: bool = False
     _processor: Callable[[str], Any] | None = field(default=None, repr=False, compare=False)
 
     def lora_pattern(self) -> str:
@@ -114,6 +117,12 @@ def _gemma3_processor(path: str):
     from transformers import Gemma3Processor  # no video processor: the stock one runs without torchvision
 
     return Gemma3Processor.from_pretrained(path)
+
+
+def _llava_onevision_processor(path: str):
+    from judge.models.processor import LlavaOnevisionImageTextProcessor
+
+    return LlavaOnevisionImageTextProcessor.from_pretrained(path)
 
 
 INTERNVL = Family(
@@ -201,8 +210,26 @@ GEMMA3 = Family(
     _processor=_gemma3_processor,
 )
 
+#: LLaVA-OneVision: a SigLIP tower, a 2-layer MLP projector and a learned ``image_newline`` (a bare parameter:
+#: frozen or trained with the projector in full fine-tuning; PEFT's ``modules_to_save`` copies modules only,
+#: so LoRA runs leave it as loaded), a Qwen2 language model with plain 1-D positions. Anyres images: the
+#: forward takes each image's size and each prompt's image count beside the pixels
+#: (docs/families.md, :mod:`judge.models.pixels` for several prompts' patch stacks in one pass).
+LLAVA_ONEVISION = Family(
+    name="llava-onevision",
+    model_types=("llava_onevision",),
+    tiny="tiny-llava-onevision",
+    processor_classes=("LlavaOnevisionProcessor", "LlavaOnevisionImageTextProcessor"),
+    vision_parts=("vision_tower",),
+    projector_parts=("multi_modal_projector", "image_newline"),
+    quantization_skip=(r".*vision_tower", r".*multi_modal_projector", "lm_head"),
+    vision_inputs=("image_sizes", "batch_num_images"),
+    nested_images=True,
+    _processor=_llava_onevision_processor,
+)
+
 #: Every family, the default (``tiny``, a model of no known family) first.
-FAMILIES: tuple[Family, ...] = (INTERNVL, QWEN25VL, QWEN3VL, SMOLVLM, GEMMA3)
+FAMILIES: tuple[Family, ...] = (INTERNVL, QWEN25VL, QWEN3VL, LLAVA_ONEVISION, SMOLVLM, GEMMA3)
 
 #: ``tiny``, ``tiny-qwen2.5-vl``, ... with an optional ``:seed=N``: a family's tiny local model.
 TINY_NAME = re.compile(

@@ -1,9 +1,9 @@
 """Load a scorer (base model, base + LoRA adapter, or merged) and its processor through one code path.
 
 ``load_scorer("tiny")`` builds the seeded tiny InternVL model in memory (``tiny-qwen2.5-vl`` the tiny
-Qwen2.5-VL, ``tiny-qwen3-vl`` the tiny Qwen3-VL, ``tiny-smolvlm`` the tiny SmolVLM, ``tiny-gemma3`` the tiny
-Gemma 3, :mod:`judge.models.families`); any other value is a local folder or a hub id that
-``AutoModelForImageTextToText`` loads
+Qwen2.5-VL, ``tiny-qwen3-vl`` the tiny Qwen3-VL, ``tiny-llava-onevision`` the tiny LLaVA-OneVision,
+``tiny-smolvlm`` the tiny SmolVLM, ``tiny-gemma3`` the tiny Gemma 3, :mod:`judge.models.families`); any other
+value is a local folder or a hub id that ``AutoModelForImageTextToText`` loads
 (native InternVL checkpoints such as ``OpenGVLab/InternVL3-1B-hf`` included).
 Weights load from safetensors only, and remote code runs only when asked.
 """
@@ -23,6 +23,7 @@ from judge.models.families import (
     FAMILIES,
     GEMMA3,
     INTERNVL,
+    LLAVA_ONEVISION,
     QWEN3VL,
     QWEN25VL,
     SMOLVLM,
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
 # Re-exported: callers of these names from here keep working (they live in devices and sources now).
 __all__ = [
     "build_tiny_gemma3_processor",
+    "build_tiny_llava_onevision_processor",
     "build_tiny_processor",
     "build_tiny_qwen3_processor",
     "build_tiny_qwen_processor",
@@ -173,10 +175,33 @@ def build_tiny_gemma3_processor(spec=None, rubric="mmie"):
     )
 
 
+def build_tiny_llava_onevision_processor(spec=None, rubric="mmie"):
+    """The tiny LLaVA-OneVision's processor: its tokenizer and anyres image processor
+    (:mod:`judge.testing.tiny_llava_onevision`)."""
+    from judge.models.processor import LlavaOnevisionImageTextProcessor
+    from judge.testing.tiny_llava_onevision import (
+        CHAT_TEMPLATE,
+        TinyLlavaOnevisionSpec,
+        build_tiny_llava_onevision_image_processor,
+        build_tiny_llava_onevision_tokenizer,
+    )
+
+    spec = spec or TinyLlavaOnevisionSpec()
+    return LlavaOnevisionImageTextProcessor(
+        image_processor=build_tiny_llava_onevision_image_processor(spec),
+        tokenizer=build_tiny_llava_onevision_tokenizer(spec, rubric),
+        num_image_tokens=spec.features_per_tile,
+        vision_feature_select_strategy="full",
+        chat_template=CHAT_TEMPLATE,
+        vision_aspect_ratio=f"anyres_max_{spec.max_tiles}",
+    )
+
+
 def build_tiny_scorer(seed: int = 0, spec=None, rubric="mmie", name: str = "tiny"):
     """Return ``(model, processor)``: a randomly initialised, seeded tiny judge on the CPU; ``name`` is the
     family's tiny name (``tiny``: InternVL, ``tiny-qwen2.5-vl``: Qwen2.5-VL, ``tiny-qwen3-vl``: Qwen3-VL,
-    ``tiny-smolvlm``: SmolVLM, ``tiny-gemma3``: Gemma 3; no ``:seed=``)."""
+    ``tiny-llava-onevision``: LLaVA-OneVision, ``tiny-smolvlm``: SmolVLM, ``tiny-gemma3``: Gemma 3; no
+    ``:seed=``)."""
     family = by_tiny_name(name)
     if family is SMOLVLM:
         from judge.testing.tiny_smolvlm import TinySmolVLMSpec, build_tiny_smolvlm_model
@@ -190,6 +215,15 @@ def build_tiny_scorer(seed: int = 0, spec=None, rubric="mmie", name: str = "tiny
         gspec = spec or TinyGemma3Spec()
         processor = build_tiny_gemma3_processor(gspec, rubric)
         return build_tiny_gemma3_model(processor.tokenizer, seed, gspec), processor
+    if family is LLAVA_ONEVISION:
+        from judge.testing.tiny_llava_onevision import (
+            TinyLlavaOnevisionSpec,
+            build_tiny_llava_onevision_model,
+        )
+
+        lspec = spec or TinyLlavaOnevisionSpec()
+        processor = build_tiny_llava_onevision_processor(lspec, rubric)
+        return build_tiny_llava_onevision_model(processor.tokenizer, seed, lspec), processor
     if family is QWEN3VL:
         from judge.testing.tiny_qwen3vl import TinyQwen3Spec, build_tiny_qwen3_model
 
@@ -230,6 +264,8 @@ def load_processor(path_or_id: str, trust_remote_code: bool = False):
         family = by_tiny_name(path_or_id)
         if family is GEMMA3:
             return build_tiny_gemma3_processor()
+        if family is LLAVA_ONEVISION:
+            return build_tiny_llava_onevision_processor()
         if family is QWEN3VL:
             return build_tiny_qwen3_processor()
         if family is SMOLVLM:

@@ -40,6 +40,7 @@ from judge.core.errors import ConfigError
 from judge.models.batching import kept_prefix_len
 from judge.models.families import of_model
 from judge.models.float32_head import _is_dtensor
+from judge.models.pixels import cat_pixel_values
 from judge.models.requests import Encoded
 
 logger = logging.getLogger(__name__)
@@ -108,7 +109,7 @@ def pack_row(batch: Sequence[Encoded]) -> PackedRow:
         request=torch.tensor(req, dtype=torch.int32),
         in_prefix=torch.tensor(pre, dtype=torch.bool),
         readout=torch.tensor(readout, dtype=torch.long),
-        pixel_values=torch.cat(pv) if pv else None,
+        pixel_values=cat_pixel_values(pv) if pv else None,
     )
 
 

@@ -1,4 +1,5 @@
-"""Processors for images and text only (InternVL, Qwen2.5-VL, Qwen3-VL, SmolVLM), so `judge` runs without torchvision.
+"""Processors for images and text only (InternVL, Qwen2.5-VL, Qwen3-VL, LLaVA-OneVision, SmolVLM), so `judge`
+runs without torchvision.
 
 The stock ``InternVLProcessor`` insists on a video processor, and InternVL's video
 processor needs torchvision. A judge never sees video, so this subclass drops
@@ -17,6 +18,7 @@ import re
 from transformers import (
     Idefics3Processor,
     InternVLProcessor,
+    LlavaOnevisionProcessor,
     Qwen2_5_VLProcessor,
     Qwen3VLProcessor,
     SmolVLMProcessor,
@@ -146,6 +148,44 @@ def _rows_and_cols(image_processor) -> None:
         image_processor.return_row_col_info = True
 
 
+class LlavaOnevisionImageTextProcessor(LlavaOnevisionProcessor):
+    """``LlavaOnevisionProcessor`` without the video processor (no torchvision needed): the same anyres
+    expansion of ``<image>`` (base tile, grid tiles unpadded, a newline feature per row), the PIL backend of
+    its image processor. One prompt's images are one sample (``batch_num_images``), as the chat template's
+    path gives them: a lone image in anyres tiles, each of several at base resolution (LLaVA-OneVision's
+    multi-image setting), where the stock call would tile every image of a flat list."""
+
+    def __init__(
+        self,
+        image_processor=None,
+        tokenizer=None,
+        num_image_tokens=None,
+        vision_feature_select_strategy=None,
+        chat_template=None,
+        image_token="<image>",
+        video_token="<video>",
+        vision_aspect_ratio="anyres_max_9",
+        **kwargs,
+    ):
+        # Skip LlavaOnevisionProcessor.__init__, which requires a video processor; set what it sets.
+        self.num_image_tokens = num_image_tokens
+        self.vision_feature_select_strategy = vision_feature_select_strategy
+        self.image_token = getattr(tokenizer, "image_token", None) or image_token
+        self.video_token = getattr(tokenizer, "video_token", None) or video_token
+        self.image_token_id = tokenizer.convert_tokens_to_ids(self.image_token)
+        self.video_token_id = tokenizer.convert_tokens_to_ids(self.video_token)
+        self.vision_aspect_ratio = vision_aspect_ratio
+        ProcessorMixin.__init__(self, image_processor, tokenizer, chat_template=chat_template, **kwargs)
+
+    def __call__(self, images=None, text=None, videos=None, **kwargs):
+        if videos is not None:
+            raise ValueError("LlavaOnevisionImageTextProcessor handles images and text only, not video")
+        one_prompt = isinstance(text, str) or (isinstance(text, list) and len(text) == 1)
+        if one_prompt and isinstance(images, (list, tuple)) and images and not isinstance(images[0], list):
+            images = [list(images)]
+        return super().__call__(images=images, text=text, **kwargs)
+
+
 def tiling_pixels(processor) -> int | None:
     """The most pixels of one image the judge can look at: ``max_patches x tile height x tile width`` of an
     InternVL-style tiling image processor (one tile when it does not crop to patches); ``None`` when the
@@ -155,6 +195,9 @@ def tiling_pixels(processor) -> int | None:
     longest = getattr(size, "longest_edge", None) if not isinstance(size, dict) else size.get("longest_edge")
     if isinstance(longest, int) and longest > 0 and hasattr(ip, "merge_size"):
         return longest  # Qwen's dynamic resolution: ``longest_edge`` is max_pixels, the most pixels it keeps
+    pinpoints = getattr(ip, "image_grid_pinpoints", None)
+    if isinstance(pinpoints, list) and pinpoints:
+        return max(int(h) * int(w) for h, w in pinpoints)  # anyres (LLaVA-OneVision): its largest tile grid
     height = getattr(size, "height", None) if not isinstance(size, dict) else size.get("height")
     width = getattr(size, "width", None) if not isinstance(size, dict) else size.get("width")
     if not isinstance(height, int) or not isinstance(width, int) or height <= 0 or width <= 0:

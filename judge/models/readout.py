@@ -53,6 +53,7 @@ from judge.models.families import (
 from judge.models.family_gemma3 import prefix_cache, suffix_masks
 from judge.models.float32_head import Float32Head
 from judge.models.packed import PACKED_ENV, pack_row, packed_attention, prefix_tree_mask, resolve_packed
+from judge.models.pixels import cat_pixel_values
 from judge.models.requests import CriterionScore, Encoded, EncodedShape, ScoreRequest
 from judge.models.score_tokens import score_token_ids
 
@@ -218,7 +219,7 @@ class ExpectedScorer:
         pv = [e.pixel_values for e in batch if e.pixel_values is not None]
         if not pv:
             return None
-        return torch.cat(pv).to(self.device, dtype=_float_dtype(self.model))
+        return cat_pixel_values(pv).to(self.device, dtype=_float_dtype(self.model))
 
     def _vision(self, batch: Sequence[Encoded], per_criterion: bool = False) -> dict[str, Any]:
         """The forward's image inputs for ``batch`` (each request's once, or once per criterion sequence):
@@ -230,9 +231,8 @@ class ExpectedScorer:
             for _ in range(n)
             if e.pixel_values is not None
         ]
-        out: dict[str, Any] = {
-            "pixel_values": torch.cat(pv).to(self.device, dtype=_float_dtype(self.model)) if pv else None
-        }
+        pixels = cat_pixel_values(pv).to(self.device, dtype=_float_dtype(self.model)) if pv else None
+        out: dict[str, Any] = {"pixel_values": pixels}
         for k in {k for e in batch for k in e.vision_extra}:
             out[k] = torch.cat(
                 [
@@ -472,7 +472,8 @@ def encode_vision(
     if images and ip is not None and hasattr(processor, "replace_image_token"):
         # The images are the same for every prompt: preprocess them once and expand each image
         # placeholder exactly as the processor does.
-        image_inputs = ip(images, return_tensors="pt", **kwargs)
+        nested = family is not None and family.nested_images  # one prompt's images: one sample
+        image_inputs = ip([images] if nested else images, return_tensors="pt", **kwargs)
         token = processor.image_token
         ids = []
         for t in texts:

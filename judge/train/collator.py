@@ -16,6 +16,7 @@ import torch
 
 from judge.core.errors import JudgeError
 from judge.models.families import forward_inputs, multi_axis_positions, of_processor
+from judge.models.pixels import cat_pixel_values
 from judge.models.readout import encode_vision, render_prompt
 from judge.train.loss import IGNORE_INDEX, right_align
 
@@ -91,7 +92,7 @@ class JudgeCollator:
         self._extra = []
         encoded = [self.encode(ex) for ex in examples]
         if self.packed:
-            return pack_examples(encoded)
+            return self._with_extra(pack_examples(encoded))
         width = max(len(p) + len(c) for p, c, _ in encoded)
         input_ids = torch.full((len(encoded), width), self.pad_id, dtype=torch.long)
         attention_mask = torch.zeros((len(encoded), width), dtype=torch.long)
@@ -106,16 +107,20 @@ class JudgeCollator:
                 pixels.append(pv)
         batch = {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
         if pixels:
-            batch["pixel_values"] = torch.cat(pixels)
-        for key in {
-            k for extra in self._extra for k in extra
-        }:  # the family's per-image inputs (image_grid_thw)
-            batch[key] = torch.cat([extra[key] for extra in self._extra if key in extra])
+            batch["pixel_values"] = cat_pixel_values(pixels)
+        self._with_extra(batch)
         if self.multi_axis:
             batch["position_ids"] = self._positions(encoded, width)
         batch = right_align(batch) if self.labels_last else batch
         # Gemma 3's token types (its images' two-way attention), from the ids where they end up: as scored.
         return {**batch, **forward_inputs(self.processor, batch["input_ids"])}
+
+    def _with_extra(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """``batch`` with the family's other image inputs of its examples, concatenated in their order (Qwen's
+        ``image_grid_thw``; LLaVA-OneVision's ``image_sizes`` and ``batch_num_images``, a packed row's too)."""
+        for key in {k for extra in self._extra for k in extra}:
+            batch[key] = torch.cat([extra[key] for extra in self._extra if key in extra])
+        return batch
 
     def _positions(self, encoded, width: int) -> torch.Tensor:
         """(axes, rows, width) multi-axis positions of each row's tokens (prompt and completion), 0 on padding."""
@@ -150,5 +155,5 @@ def pack_examples(encoded: list[tuple[list[int], list[int], torch.Tensor | None]
         "position_ids": torch.tensor([positions], dtype=torch.long),
     }
     if pixels:
-        batch["pixel_values"] = torch.cat(pixels)
+        batch["pixel_values"] = cat_pixel_values(pixels)
     return batch

@@ -29,8 +29,9 @@ class ModelConfig(StrictModel):
     path: str = Field(
         "tiny",
         description="Local folder, hub id, or 'tiny[:seed=N]' (the local tiny InternVL), or "
-        "'tiny-qwen2.5-vl[:seed=N]' / 'tiny-qwen3-vl[:seed=N]' / 'tiny-smolvlm[:seed=N]' / "
-        "'tiny-gemma3[:seed=N]' (the local tiny Qwen2.5-VL / Qwen3-VL / SmolVLM / Gemma 3).",
+        "'tiny-qwen2.5-vl[:seed=N]' / 'tiny-qwen3-vl[:seed=N]' / 'tiny-llava-onevision[:seed=N]' / "
+        "'tiny-smolvlm[:seed=N]' / 'tiny-gemma3[:seed=N]' (the local tiny Qwen2.5-VL / Qwen3-VL / "
+        "LLaVA-OneVision / SmolVLM / Gemma 3).",
     )
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
         "auto", description="auto: bfloat16 on a GPU, float32 on the CPU."
