@@ -1,12 +1,16 @@
-"""bench_score's judge and workload: the model shapes (4B-class and tiny), a randomly initialised InternVL
-judge built from them, its parameter and FLOP counts (the formula is in ``bench_score.py``'s doc), and the
-seeded synthetic workload. ``bench_train``, ``bench_repro`` and ``bench_e2e`` use the same ones."""
+"""bench_score's judge and workload: the model shapes (4B-class and tiny InternVL; Qwen2.5-VL-3B and tiny
+Qwen2.5-VL from ``_bench_qwen``), a randomly initialised judge built from them, its parameter and FLOP counts
+(the formula is in ``bench_score.py``'s doc; the Qwen ViT's in ``_bench_qwen``'s), and the seeded synthetic
+workload. ``bench_train``, ``bench_repro`` and ``bench_e2e`` use the same ones."""
 
 from __future__ import annotations
 
 import dataclasses
 import statistics
 from dataclasses import dataclass
+
+import _bench_qwen
+from _bench_qwen import QWEN_SHAPES
 
 FILLER_WORDS = (
     "the story then shows a small red house near green trees while two children walk to the river and count "
@@ -91,10 +95,34 @@ SHAPES = {
 # The tiny judge with the 4B shape's 36 language-model layers: how bf16 round-off grows with depth, on the CPU
 # (issue 42, Part A.2). Widths stay tiny so that a float32 reference and every path run in minutes.
 SHAPES["tiny36"] = dataclasses.replace(SHAPES["tiny"], name="tiny36", text_layers=36)
+# Qwen2.5-VL beside them (issue 42, Part A.4): the 3B's shape and the tiny model's.
+SHAPES.update(QWEN_SHAPES)  # type: ignore[arg-type]
+
+
+def is_qwen(config) -> bool:
+    return config.model_type == "qwen2_5_vl"
+
+
+def model_class(config):
+    """The model class of a bench config (InternVL or Qwen2.5-VL)."""
+    if is_qwen(config):
+        return _bench_qwen.model_class()
+    from transformers import InternVLForConditionalGeneration
+
+    return InternVLForConditionalGeneration
+
+
+def image_tokens(processor) -> int:
+    """Prompt tokens one workload image becomes (an InternVL tile, or a typical Qwen image), markers included."""
+    n = getattr(processor, "image_seq_length", None)
+    return n + 2 if n is not None else _bench_qwen.image_tokens(processor)
 
 
 def build_processor(shape: Shape, max_tiles: int, rubric="mmie"):
-    """The tiny judge's tokenizer (trained on the rubric's prompts) with a processor at the shape's tile size."""
+    """The tiny judge's tokenizer (trained on the rubric's prompts) with a processor at the shape's tile size
+    (a Qwen shape: at its pixel bounds; ``max_tiles`` does not apply)."""
+    if isinstance(shape, _bench_qwen.QwenShape):
+        return _bench_qwen.build_processor(shape, rubric)
     from judge.models.loading import build_tiny_processor
     from judge.testing.tiny import TinySpec
 
@@ -105,7 +133,10 @@ def build_processor(shape: Shape, max_tiles: int, rubric="mmie"):
 
 
 def build_config(shape: Shape, processor):
-    """An ``InternVLConfig`` of ``shape`` whose special tokens are the processor's (vocab padded up)."""
+    """An ``InternVLConfig`` (or ``Qwen2_5_VLConfig``) of ``shape`` whose special tokens are the processor's
+    (vocab padded up)."""
+    if isinstance(shape, _bench_qwen.QwenShape):
+        return _bench_qwen.build_config(shape, processor)
     from transformers import InternVLConfig
 
     tok = processor.tokenizer
@@ -144,11 +175,10 @@ def build_config(shape: Shape, processor):
 def build_model(config, processor, device: str, dtype, attn: str, seed: int = 0):
     """A randomly initialised model, created directly on ``device`` in ``dtype`` (no fp32 copy on the host)."""
     import torch
-    from transformers import InternVLForConditionalGeneration
 
     torch.manual_seed(seed)
     with torch.device(device):
-        model = InternVLForConditionalGeneration._from_config(config, dtype=dtype, attn_implementation=attn)
+        model = model_class(config)._from_config(config, dtype=dtype, attn_implementation=attn)
     model.generation_config.eos_token_id = processor.tokenizer.eos_token_id
     model.generation_config.pad_token_id = processor.tokenizer.pad_token_id
     return model.eval()
@@ -180,6 +210,10 @@ class FlopModel:
     def lm_attention(self, new: int, cached: int = 0) -> float:
         return 4.0 * self.lm_layers * self.attn_dim * (new * cached + new * (new + 1) / 2)
 
+    def vision_input(self, pixel_values, extra) -> float:
+        """F_vit of one forward pass's images, from what the processor gave (InternVL: a row per tile)."""
+        return 0.0 if pixel_values is None else self.vision(int(pixel_values.shape[0]))
+
     def vision(self, tiles: int) -> float:
         per_tile = (
             2.0 * self.vit_params * self.vit_tokens
@@ -192,16 +226,15 @@ class FlopModel:
 def param_counts(config) -> dict[str, int]:
     """Parameter counts by part, from a model built on the meta device (no memory, no init)."""
     import torch
-    from transformers import InternVLForConditionalGeneration
 
     with torch.device("meta"):
-        m = InternVLForConditionalGeneration(config)
+        m = model_class(config)(config)
     out = {"vision_tower": 0, "projector": 0, "lm_embedding": 0, "lm_layers": 0, "lm_head_untied": 0}
     for name, p in m.named_parameters():  # tied weights are listed once
-        if ".vision_tower." in f".{name}":
-            key = "vision_tower"
-        elif "multi_modal_projector" in name:
+        if "multi_modal_projector" in name or "visual.merger." in name:
             key = "projector"
+        elif ".vision_tower." in f".{name}" or ".visual." in f".{name}":
+            key = "vision_tower"
         elif "embed_tokens" in name:
             key = "lm_embedding"
         elif name.startswith("lm_head"):
@@ -215,6 +248,8 @@ def param_counts(config) -> dict[str, int]:
 
 
 def flop_model(config, counts: dict[str, int]) -> FlopModel:
+    if is_qwen(config):
+        return _bench_qwen.flop_model(config, counts)  # type: ignore[return-value]
     t, v = config.text_config, config.vision_config
     head_dim = getattr(t, "head_dim", None) or t.hidden_size // t.num_attention_heads
     image = v.image_size[0] if isinstance(v.image_size, list | tuple) else v.image_size
@@ -245,9 +280,12 @@ def attn_used(model) -> dict:
 
 def describe(shape: Shape, config, counts: dict[str, int]) -> dict:
     t, v = config.text_config, config.vision_config
+    qwen = isinstance(shape, _bench_qwen.QwenShape)
     return {
         "shape": shape.name,
-        "vision": {
+        "vision": _bench_qwen.describe_vision(shape, config)
+        if qwen
+        else {
             "hidden": v.hidden_size,
             "layers": v.num_hidden_layers,
             "heads": v.num_attention_heads,
@@ -265,7 +303,7 @@ def describe(shape: Shape, config, counts: dict[str, int]) -> dict:
             "kv_heads": t.num_key_value_heads,
             "intermediate": t.intermediate_size,
             "vocab": t.vocab_size,
-            "tie_word_embeddings": shape.tie_word_embeddings,
+            "tie_word_embeddings": config.tie_word_embeddings if qwen else shape.tie_word_embeddings,
         },
         "params": counts,
     }
@@ -273,9 +311,15 @@ def describe(shape: Shape, config, counts: dict[str, int]) -> dict:
 
 def print_description(d: dict) -> None:
     v, lm, p = d["vision"], d["language"], d["params"]
+    images = (
+        f"at {v['image_size']} px / patch {v['patch_size']} -> {v['tokens_per_tile']} tokens per tile"
+        if "tokens_per_tile" in v
+        else f"patch {v['patch_size']}, windows of {v['window_size']} px, merge {v['merge_size']}, "
+        f"{v['min_pixels']}-{v['max_pixels']} pixels an image"
+    )
     print(
         f"shape {d['shape']}: vision {v['layers']}x{v['hidden']} (heads {v['heads']}, MLP {v['intermediate']}) "
-        f"at {v['image_size']} px / patch {v['patch_size']} -> {v['tokens_per_tile']} tokens per tile; "
+        f"{images}; "
         f"LM {lm['type']} {lm['layers']}x{lm['hidden']} (heads {lm['heads']}, kv {lm['kv_heads']}, "
         f"MLP {lm['intermediate']}, vocab {lm['vocab']}, tied {lm['tie_word_embeddings']})"
     )
@@ -394,7 +438,7 @@ def build_workload(
         fam = families[i % len(families)]
         n_img = int(rng.integers(images[0], images[1] + 1))
         base, per_word = calib[fam]
-        image_delta = (images[1] - n_img) * (processor.image_seq_length + 2)  # fewer images: more words
+        image_delta = (images[1] - n_img) * image_tokens(processor)  # fewer images: more words
         target = prompt_tokens * (1 + jitter * (2 * rng.random() - 1))
         words = max(0, round((target - base + image_delta) / per_word))
         items.append(_make_item(i, fam, n_img, words, seed, rubric))

@@ -217,7 +217,7 @@ def workload_counts(
         if share_prefix:
             p = kept_prefix_len(e)
             tiles += n_tiles
-            flops += fm.vision(n_tiles) + fm.lm(p, 0, 1)
+            flops += fm.vision_input(e.pixel_values, e.vision_extra) + fm.lm(p, 0, 1)
             tokens += p
             for ids in e.input_ids:
                 flops += fm.lm(len(ids) - p, p, 1)
@@ -225,7 +225,7 @@ def workload_counts(
         else:
             for ids in e.input_ids:
                 tiles += n_tiles
-                flops += fm.vision(n_tiles) + fm.lm(len(ids), 0, 1)
+                flops += fm.vision_input(e.pixel_values, e.vision_extra) + fm.lm(len(ids), 0, 1)
                 tokens += len(ids)
     groups = [encoded] if not chunk else [encoded[i : i + chunk] for i in range(0, len(encoded), chunk)]
     padded = forward_batches = 0
@@ -258,9 +258,13 @@ def mmie_counts(scorer, results, lengths: list[int], fm: FlopModel) -> dict:
             n_new = next(it)
             L = len(ids)
             cont = len(tok(s.rationale + "\n" + SCORE_CUE, add_special_tokens=False)["input_ids"])
-            flops += fm.vision(n_tiles) + fm.lm(L, 0, 1)  # generation's prefill
+            flops += fm.vision_input(enc.pixel_values, enc.vision_extra) + fm.lm(
+                L, 0, 1
+            )  # generation's prefill
             flops += sum(fm.lm(1, L + j, 1) for j in range(n_new - 1))  # decoding
-            flops += fm.vision(n_tiles) + fm.lm(L + cont, 0, 1)  # the read-out pass
+            flops += fm.vision_input(enc.pixel_values, enc.vision_extra) + fm.lm(
+                L + cont, 0, 1
+            )  # the read-out pass
             prefill += L + L + cont
             decode += max(n_new - 1, 0)
             tiles += 2 * n_tiles

@@ -80,6 +80,26 @@ def agreement_of(scores: dict) -> dict:
 
 def flop_formula(fm: FlopModel) -> dict:
     """The FLOP formula and its terms for this model, as the JSON records them."""
+    if hasattr(fm, "vit_full_layers"):  # Qwen2.5-VL's windowed ViT (scripts/_bench_qwen.py)
+        return {
+            "lm_forward": "2*P_lm*n + 4*L*d_attn*(n*c + n*(n+1)/2) + 2*d_model*V*k  (n new tokens, c cached, "
+            "k logit positions)",
+            "vision_forward": "per image of N patches: 2*P_vit*N + 4*d_vit*(L_full*N^2 + (L_vit-L_full)*"
+            "sum_windows n_w^2) + 2*P_proj*N/m^2",
+            "P_lm": fm.lm_params,
+            "L": fm.lm_layers,
+            "d_attn": fm.attn_dim,
+            "d_model_x_V": fm.head_params,
+            "P_vit": fm.vit_params,
+            "L_vit": fm.vit_layers,
+            "L_full": fm.vit_full_layers,
+            "d_vit": fm.vit_dim,
+            "window_merged_tokens": fm.window_merged,
+            "m": fm.merge,
+            "P_proj": fm.proj_params,
+            "notes": "real tokens only (no padding); each mode is charged the work its algorithm does (packed: "
+            "the same as shared); MFU = flops / seconds / peak_bf16_tflops; 'tiles' count ViT patches",
+        }
     return {
         "lm_forward": "2*P_lm*n + 4*L*d_attn*(n*c + n*(n+1)/2) + 2*d_model*V*k  (n new tokens, c cached, "
         "k logit positions)",

@@ -2,7 +2,9 @@
 
 Builds a randomly initialised ``InternVLForConditionalGeneration`` with the shapes of a
 real 4B judge (``--shape 4b``: an InternViT-300M-class vision tower at 448 px and a
-3.6B Qwen2-class language model) or the tiny test shapes (``--shape tiny``), and scores
+3.6B Qwen2-class language model) or the tiny test shapes (``--shape tiny``); or a Qwen2.5-VL judge of
+Qwen2.5-VL-3B-Instruct's shapes (``--shape qwen2.5-vl-3b``: its windowed ViT at the recipe's pixel bounds,
+``--shape tiny-qwen2.5-vl``: the tests' tiny one; ``scripts/_bench_qwen.py``), and scores
 one fixed synthetic workload (random-colour images, prompts padded with words to about
 ``--prompt-tokens`` tokens, the MMIE rubric's six criteria plus overall per response):
 
@@ -63,6 +65,7 @@ seconds / peak, with the peak bf16 dense rate of the GPU (H100 SXM and H200: 989
     python scripts/bench_score.py --shape 4b --describe                # config and parameter counts only
     python scripts/bench_score.py --shape tiny --responses 8 --new-tokens 4 --prompt-tokens 300
     python scripts/bench_score.py --shape 4b --modes unshared,shared,packed --responses 128 --budget-s 200
+    python scripts/bench_score.py --shape qwen2.5-vl-3b --modes unshared,packed --responses 128
 """
 
 from __future__ import annotations
@@ -120,6 +123,8 @@ from _bench_model import (  # noqa: E402
     build_workload,
     describe,
     flop_model,
+    image_tokens,
+    model_class,
     param_counts,
     print_description,
     prompts_for,
@@ -166,9 +171,11 @@ __all__ = [
     "device_tag",
     "eos_ignored",
     "flop_model",
+    "image_tokens",
     "machine_facts",
     "main",
     "mmie_counts",
+    "model_class",
     "param_counts",
     "parse_range",
     "peak_memory",
@@ -306,7 +313,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     from judge.core.rubric import load_rubric
-    from judge.models.readout import Encoded, ExpectedScorer, _common_prefix_len, encode_prompts
+    from judge.models.readout import Encoded, ExpectedScorer, _common_prefix_len, encode_vision
 
     shape = SHAPES[args.shape]
     rubric = load_rubric("mmie")
@@ -337,10 +344,18 @@ def main(argv: list[str] | None = None) -> int:
     requests = [request_for(it, rubric, "score") for it in items]
     # Encoding alone, timed on the CPU: what ExpectedScorer.encode does per request (no model needed).
     t0 = time.perf_counter()
-    raw = [encode_prompts(processor, r.prompts, r.images, r.max_patches, key=r.key) for r in requests]
+    raw = [encode_vision(processor, r.prompts, r.images, r.max_patches, key=r.key) for r in requests]
     encode_s = time.perf_counter() - t0
+    # The pixels, and what else of the images the FLOP count reads (Qwen's image_grid_thw).
     encoded = [
-        Encoded(r, ids, pv, _common_prefix_len(ids)) for r, (ids, pv) in zip(requests, raw, strict=True)
+        Encoded(
+            r,
+            ids,
+            vis.get("pixel_values"),
+            _common_prefix_len(ids),
+            {k: v for k, v in vis.items() if k != "pixel_values"},
+        )
+        for r, (ids, vis) in zip(requests, raw, strict=True)
     ]
     lens = [len(x) for e in encoded for x in e.input_ids]
     prefix = [e.prefix_len for e in encoded]

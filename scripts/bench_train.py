@@ -1,6 +1,8 @@
 """Training throughput of a 4B-class InternVL judge: LoRA SFT steps, bf16 LoRA and 4-bit QLoRA.
 
-The same randomly initialised model as ``scripts/bench_score.py`` (``--shape 4b`` or ``tiny``) is
+The same randomly initialised model as ``scripts/bench_score.py`` (``--shape 4b`` or ``tiny``; the
+Qwen2.5-VL-3B shape ``qwen2.5-vl-3b`` and ``tiny-qwen2.5-vl`` beside them, F_vit then per image as
+``scripts/_bench_qwen.py`` counts it) is
 saved once to a folder, then loaded for each configuration through the judge's own training
 path, ``judge.train.model.build_model`` (LoRA on the language model's projections; QLoRA:
 NF4 through bitsandbytes and ``prepare_model_for_kbit_training``). Batches come from the judge's
@@ -171,8 +173,7 @@ def example_sizes(batch: dict) -> tuple[list[int], list[int]]:
 def step_flops(batch: dict, fm: bs.FlopModel, lora_params: int) -> tuple[float, float, int, int]:
     """(FLOPs, FLOPs by the 6N convention, real tokens, label tokens) of one step on ``batch`` (CPU tensors)."""
     n_rows, k_rows = example_sizes(batch)
-    tiles = int(batch["pixel_values"].shape[0]) if "pixel_values" in batch else 0
-    flops = flops6 = fm.vision(tiles)
+    flops = flops6 = fm.vision_input(batch.get("pixel_values"), batch)
     for n, k in zip(n_rows, k_rows, strict=True):
         dense = 2.0 * fm.lm_params * n
         attn = fm.lm_attention(n)

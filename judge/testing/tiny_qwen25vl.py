@@ -126,43 +126,50 @@ def build_seeded_qwen_model(
     """A Qwen-VL model of ``config_cls``/``model_cls`` with the widths of ``spec`` (a :class:`TinyQwenSpec` or
     one with the same fields), randomly initialised from ``seed``, in eval mode; ``vision``, ``text`` and ``rope``
     add what a family's config has beyond what the Qwen families share."""
+    config = qwen_config(config_cls, tokenizer, spec, vision=vision, text=text, rope=rope)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = model_cls(config)
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    return model.eval()
+
+
+def qwen_config(config_cls, tokenizer, spec, *, vision: dict, text: dict, rope: dict):
+    """The config of :func:`build_seeded_qwen_model` (also what scripts/bench_score.py builds the Qwen2.5-VL-3B
+    shape from); a key of ``vision`` or ``text`` replaces the shared one (the 3B's 151,936-token ``vocab_size``
+    over the tiny tokenizer's)."""
     tok = tokenizer
     ids = {t: tok.convert_tokens_to_ids(t) for t in SPECIAL_TOKENS}
-    config = config_cls(
-        vision_config=dict(
-            depth=spec.vision_layers,
-            hidden_size=spec.vision_hidden,
-            intermediate_size=spec.vision_intermediate,
-            num_heads=spec.vision_heads,
-            out_hidden_size=spec.text_hidden,
-            patch_size=spec.patch_size,
-            spatial_merge_size=spec.merge_size,
-            temporal_patch_size=2,
+    return config_cls(
+        vision_config={
+            "depth": spec.vision_layers,
+            "hidden_size": spec.vision_hidden,
+            "intermediate_size": spec.vision_intermediate,
+            "num_heads": spec.vision_heads,
+            "out_hidden_size": spec.text_hidden,
+            "patch_size": spec.patch_size,
+            "spatial_merge_size": spec.merge_size,
+            "temporal_patch_size": 2,
             **vision,
-        ),
-        text_config=dict(
-            vocab_size=len(tok),
-            hidden_size=spec.text_hidden,
-            num_hidden_layers=spec.text_layers,
-            num_attention_heads=spec.text_heads,
-            num_key_value_heads=spec.text_kv_heads,
-            intermediate_size=spec.text_intermediate,
-            max_position_embeddings=spec.max_positions,
-            rope_parameters={"rope_type": "default", "mrope_section": list(spec.mrope_section), **rope},
-            eos_token_id=tok.eos_token_id,
-            pad_token_id=tok.pad_token_id,
-            bos_token_id=None,
+        },
+        text_config={
+            "vocab_size": len(tok),
+            "hidden_size": spec.text_hidden,
+            "num_hidden_layers": spec.text_layers,
+            "num_attention_heads": spec.text_heads,
+            "num_key_value_heads": spec.text_kv_heads,
+            "intermediate_size": spec.text_intermediate,
+            "max_position_embeddings": spec.max_positions,
+            "rope_parameters": {"rope_type": "default", "mrope_section": list(spec.mrope_section), **rope},
+            "eos_token_id": tok.eos_token_id,
+            "pad_token_id": tok.pad_token_id,
+            "bos_token_id": None,
             **text,
-        ),
+        },
         image_token_id=ids["<|image_pad|>"],
         video_token_id=ids["<|video_pad|>"],
         vision_start_token_id=ids["<|vision_start|>"],
         vision_end_token_id=ids["<|vision_end|>"],
         tie_word_embeddings=True,
     )
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        model = model_cls(config)
-    model.generation_config.eos_token_id = tok.eos_token_id
-    model.generation_config.pad_token_id = tok.pad_token_id
-    return model.eval()

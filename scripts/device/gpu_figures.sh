@@ -9,11 +9,17 @@
 #                                                  install add up to 9 minutes): the random 4B judge saved once; bench_repro
 #                                                  (bf16: shared vs unshared p99 with the float32 read-out and the
 #                                                  model's own, the reproducible mode's equality and throughput);
-#                                                  bench_score (b), (c) on KV copies and (c) packed on 128
-#                                                  responses, 3 alternating repeats, a profile of both (c)s;
+#                                                  bench_score (b) and (c) packed on 128 responses (the KV
+#                                                  copy, measured at bc2a366, left to `bench`), alternating
+#                                                  repeats, a profile of (c); the same two modes at the Qwen2.5-VL-3B shape
+#                                                  (QWEN_SHAPE) on 64 responses (issue 42's packed MFU row);
 #                                                  bench_train LoRA with and without checkpointing (without only
 #                                                  on a card of over 100 GB), packed, and QLoRA with
 #                                                  checkpointing, 3 alternating repeats, liger on
+#   bash scripts/device/gpu_figures.sh qwen OUT    the Qwen2.5-VL-3B shape alone (at most 7 minutes): bench_score
+#                                                  (b), (c) on KV copies and (c) packed on 128 responses, and
+#                                                  bench_train LoRA and QLoRA with checkpointing (train.packing
+#                                                  does not run for Qwen yet)
 #   bash scripts/device/gpu_figures.sh bench OUT   scoring (a, b, c; inline and with encoding workers) and
 #                                                  training (LoRA, QLoRA, each with and without checkpointing)
 #   bash scripts/device/gpu_figures.sh e2e OUT     the real recipe end to end at 4B size: a random 4B-class
@@ -35,7 +41,7 @@
 # returns few files). A machine without network needs the wheels of benchmarks/README.md in .whl/ (or the
 # folder JUDGE_WHEELS names), installed by this script into /tmp/site. Each step is timed and bounded.
 set -uo pipefail
-phase=${1:?round3, all, bench, e2e, issue23, issue23_e2e or issue23_serve}
+phase=${1:?round3, all, qwen, bench, e2e, issue23, issue23_e2e or issue23_serve}
 dest=${2:?an output folder}
 out=/tmp/gpu_$phase
 rm -rf "$out"  # an earlier call's files (already returned) must not go back in this call's archive
@@ -52,6 +58,7 @@ export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false HF_HUB_OFFLINE=1
 # SHAPE=tiny DEVICE=cpu RESPONSES=16 (and STEPS=N, judge-train's max_steps) make a quick check of this script
 # on a CPU: SHAPE=tiny DEVICE=cpu RESPONSES=16 REQUESTS=20 LOAD_DTYPE=float32 bash scripts/device/gpu_figures.sh issue23 /tmp/x
 shape=${SHAPE:-4b}
+qshape=${QWEN_SHAPE:-qwen2.5-vl-3b}  # the Qwen2.5-VL shape (QWEN_SHAPE=tiny-qwen2.5-vl for a CPU check)
 device=${DEVICE:-cuda}
 steps=${STEPS:-}
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null || echo "no GPU"
@@ -109,29 +116,46 @@ elif [ "$phase" = round3_rest ]; then
     --dtype "${LOAD_DTYPE:-bfloat16}" --threads 4 --requests "${REQUESTS:-64}" --repeats 1 --max-seconds 30 \
     --out "$out/results/load_test_$device.json"
 elif [ "$phase" = all ]; then
-  # Bounds: 50 + 110 + 200 + 150 s, and the install above (about 30 s): at most 9 minutes. Every script writes its
-  # JSON as it goes (after each comparison, repeat or profile), so a step cut by its bound keeps its figures.
-  # SHAPE=tiny DEVICE=cpu RESPONSES=4 REPRO_RESPONSES=3 TARGETS=1 STEPS=1 BATCH=2 WORKERS=1 PROMPT_TOKENS=250
-  # BOUND_SCALE=8 SCORE_BUDGET=2000 TRAIN_BUDGET=2000 checks this phase on a CPU (tests/test_bench_scripts.py).
+  # Bounds: 50 + 100 + 150 + 70 + 140 s, and the install above (about 30 s): at most 9 minutes. Every script writes
+  # its JSON as it goes (after each comparison, repeat or profile), so a step cut by its bound keeps its figures.
+  # SHAPE=tiny QWEN_SHAPE=tiny-qwen2.5-vl DEVICE=cpu RESPONSES=4 QWEN_RESPONSES=4 REPRO_RESPONSES=3 TARGETS=1 STEPS=1
+  # BATCH=2 WORKERS=1 PROMPT_TOKENS=250 BOUND_SCALE=8 SCORE_BUDGET=2000 QWEN_BUDGET=2000 TRAIN_BUDGET=2000 checks
+  # this phase on a CPU (tests/test_bench_scripts.py).
   step save_model 50 python3 scripts/bench_train.py --shape "$shape" --device "$device" --save-only \
     --model-dir "/tmp/m_$shape" --allow-dirty
-  step repro 110 python3 scripts/bench_repro.py --shape "$shape" --device "$device" --model-dir "/tmp/m_$shape" \
+  step repro 100 python3 scripts/bench_repro.py --shape "$shape" --device "$device" --model-dir "/tmp/m_$shape" \
     --dtypes bfloat16 --compare-readout --responses "${REPRO_RESPONSES:-32}" --targets "${TARGETS:-16}" \
     --allow-dirty --out "$out/results"
-  step score 200 python3 scripts/bench_score.py --shape "$shape" --device "$device" --responses "${RESPONSES:-128}" \
-    --prompt-tokens "${PROMPT_TOKENS:-1500}" --modes unshared,shared,packed --workers "${WORKERS:-6}" --profile \
-    --budget-s "${SCORE_BUDGET:-135}" \
+  step score 150 python3 scripts/bench_score.py --shape "$shape" --device "$device" --responses "${RESPONSES:-128}" \
+    --prompt-tokens "${PROMPT_TOKENS:-1500}" --modes unshared,packed --workers "${WORKERS:-6}" --profile \
+    --profile-modes packed --budget-s "${SCORE_BUDGET:-95}" \
     --allow-dirty --out "$out/results"
+  # The Qwen2.5-VL-3B shape's (b) and packed (c): built in place (no saved folder), fewer responses, one profile-free
+  # pass of each mode within its budget.
+  step score_qwen 70 python3 scripts/bench_score.py --shape "$qshape" --device "$device" \
+    --responses "${QWEN_RESPONSES:-64}" --prompt-tokens "${PROMPT_TOKENS:-1500}" --modes unshared,packed \
+    --workers "${WORKERS:-6}" --warmup 4 --budget-s "${QWEN_BUDGET:-35}" --allow-dirty --out "$out/results"
   # Without checkpointing, batch 8 of 1,500-token examples needs more than an H100's 80 GB (both `lora` and
   # `lora-packed` ran out of memory at 75 GiB there): those configs run only on a card with more.
   gpu_mib=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits 2>/dev/null | head -n 1)
   if [ "${gpu_mib:-0}" -gt 100000 ]; then default_configs=lora-gc,lora,lora-packed,qlora-gc
   else default_configs=lora-gc,lora-gc-packed,qlora-gc; fi
-  step train 150 python3 scripts/bench_train.py --shape "$shape" --device "$device" --model-dir "/tmp/m_$shape" \
+  step train 140 python3 scripts/bench_train.py --shape "$shape" --device "$device" --model-dir "/tmp/m_$shape" \
     --configs "${TRAIN_CONFIGS:-$default_configs}" --batch-size "${BATCH:-8}" \
     --steps "${STEPS:-3}" --warmup-steps 1 \
     --prompt-tokens "${PROMPT_TOKENS:-1500}" \
-    --repeats 3 --budget-s "${TRAIN_BUDGET:-105}" --allow-dirty --out "$out/results"
+    --repeats 3 --budget-s "${TRAIN_BUDGET:-95}" --allow-dirty --out "$out/results"
+elif [ "$phase" = qwen ]; then
+  # Bounds: 200 + 40 + 150 s and the install: at most 7 minutes.
+  step score_qwen 200 python3 scripts/bench_score.py --shape "$qshape" --device "$device" \
+    --responses "${QWEN_RESPONSES:-128}" --prompt-tokens "${PROMPT_TOKENS:-1500}" --modes unshared,shared,packed \
+    --workers "${WORKERS:-6}" --profile --budget-s "${QWEN_BUDGET:-135}" --allow-dirty --out "$out/results"
+  step save_qwen 40 python3 scripts/bench_train.py --shape "$qshape" --device "$device" --save-only \
+    --model-dir "/tmp/m_$qshape" --allow-dirty
+  step train_qwen 150 python3 scripts/bench_train.py --shape "$qshape" --device "$device" --model-dir "/tmp/m_$qshape" \
+    --configs "${TRAIN_CONFIGS:-lora-gc,qlora-gc}" --batch-size "${BATCH:-8}" --steps "${STEPS:-3}" --warmup-steps 1 \
+    --prompt-tokens "${PROMPT_TOKENS:-1500}" --repeats 3 --budget-s "${TRAIN_BUDGET:-105}" --allow-dirty \
+    --out "$out/results"
 elif [ "$phase" = bench ]; then
   step score_inline 200 python3 scripts/bench_score.py --shape 4b --responses 128 --mmie-responses 2 \
     --out "$out/results"
@@ -187,5 +211,5 @@ elif [ "$phase" = issue23_e2e ] || [ "$phase" = issue23_serve ]; then
       --dtype "${LOAD_DTYPE:-bfloat16}" --threads 4 --requests "${REQUESTS:-200}" --out "$out/results/load_test_$device.json"
   fi
 else
-  echo "unknown phase $phase (round3, round3_rest, all, bench, e2e, issue23, issue23_e2e or issue23_serve)"; exit 2
+  echo "unknown phase $phase (round3, round3_rest, all, qwen, bench, e2e, issue23, issue23_e2e or issue23_serve)"; exit 2
 fi
