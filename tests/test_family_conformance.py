@@ -41,7 +41,7 @@ from judge.models import families
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 #: The tiny model of every family other than InternVL; a new family is one more entry.
-FAMILIES = ["tiny-qwen2.5-vl", "tiny-qwen3-vl"]
+FAMILIES = ["tiny-qwen2.5-vl", "tiny-qwen3-vl", "tiny-llava-onevision", "tiny-smolvlm", "tiny-gemma3"]
 
 DEMO = REPO / "annotations" / "demo"
 FIELDS = ("id", "task", "question", "response", "reference", "model")
@@ -117,7 +117,7 @@ def test_a_qlora_step_trains_on_a_4bit_base_and_the_folder_loads_back_and_scores
     weights = load_file(str(result.judge_dir / "adapter" / "adapter_model.safetensors"))
     lora_b = [t for k, t in weights.items() if "lora_B" in k]
     assert lora_b and any(float(t.abs().max()) > 0 for t in lora_b)  # B starts at zero: the steps moved it
-    assert all(".language_model." in k for k in weights if "lora_" in k)
+    assert all(f".{family.language_part}." in k for k in weights if "lora_" in k)
 
     # The folder alone, on the 4-bit base its card names: the language model's linears are bitsandbytes',
     # the vision tower's (the family's quantization_skip) are not; it scores items with images.
@@ -126,14 +126,15 @@ def test_a_qlora_step_trains_on_a_4bit_base_and_the_folder_loads_back_and_scores
     kinds = {
         type(m).__module__.split(".")[0]
         for n, m in loaded.model.named_modules()
-        if ".language_model." in f".{n}" and n.endswith("q_proj.base_layer")
+        if f".{family.language_part}." in f".{n}" and n.endswith("q_proj.base_layer")
     }
     assert kinds == {"bitsandbytes"}
-    assert not any(
-        type(m).__module__.startswith("bitsandbytes")
+    vision = [
+        m
         for n, m in loaded.model.named_modules()
-        if ".visual." in f".{n}"
-    )
+        if any(f".{part}." in f".{n}." for part in (*family.vision_parts, *family.projector_parts))
+    ]
+    assert vision and not any(type(m).__module__.startswith("bitsandbytes") for m in vision)
     from judge.scoring.engine import JudgeEngine
     from judge.scoring.inputs import load_inputs
 

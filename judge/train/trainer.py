@@ -497,6 +497,15 @@ def train_judge(
         # The untrained judge is scored when training begins, on the model as the accelerator prepared it.
         baseline_set=validation if ev.at_start and not resume else None,
     )
+    if cfg.quantization != "none":
+        import torch
+
+        # TRL's SFTTrainer casts what trains of a quantized model to bf16 (the QLoRA paper's choice); here it
+        # keeps float32 masters (judge.train.model): bf16 weights lose small updates, and a vision tower
+        # trained in full as bf16 meets float32 pixels in SmolVLM, which casts them to its first weight's dtype.
+        for param in trainer.model.parameters():
+            if param.requires_grad and param.dtype in (torch.bfloat16, torch.float16):
+                param.data = param.data.float()
     trainer.remove_callback(ProgressCallback)
     trainer.add_callback(CompactProgress())
     misload = _trainer_misloads_full_checkpoints(cfg)
