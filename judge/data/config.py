@@ -94,6 +94,11 @@ class DataConfig(StrictModel):
     def _some_labels(self) -> DataConfig:
         if not self.annotations and not self.pairs:
             raise ValueError("data needs `annotations` (human scores), `pairs` (human preferences), or both")
+        if self.pairs and self.target == "rationale_score":
+            raise ValueError(
+                "data.pairs needs data.target score or score_rationale: a pair is read at the score position "
+                "right after the prompt, and rationale_score puts a rationale there"
+            )
         return self
 
 

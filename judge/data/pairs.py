@@ -174,8 +174,8 @@ def to_pair(obj: dict, layout: str, where: str, default_task: str | None) -> tup
         names = {"response_a": "response[0]", "response_b": "response[1]", "question": "query"}
         responses = obj.get("response")
         # Shapes checked by _read_one (its own messages); placeholders keep the schema's errors to the rest.
-        a, b = responses if _two_texts(responses) else ("?", "?")
-        preferred = {(0, 1): "a", (1, 0): "b"}.get(_ranking(obj.get("human_ranking")), "a")
+        a, b = (responses[0], responses[1]) if responses is not None and _two_texts(responses) else ("?", "?")
+        preferred = "b" if _ranking(obj.get("human_ranking")) == (1, 0) else "a"
     images = _image_segments(obj, img_key)
     question = normalize_content(obj.get(q_key))
     if question is None and images:

@@ -67,6 +67,25 @@ class LoraConfig(StrictModel):
     train_projector: bool = Field(False, description="Also train the vision-language projector (fully).")
 
 
+class PairLossConfig(StrictModel):
+    """The Bradley-Terry (Davidson) loss on preference pairs (``data.pairs``); see judge.train.pair_loss."""
+
+    weight: float = Field(
+        1.0,
+        ge=0,
+        description="Weight of the pairwise loss beside the SFT loss (when both kinds of labels exist).",
+    )
+    beta: float = Field(
+        1.0, gt=0, description="Scale of the expected-score difference (logits per scale point)."
+    )
+    tie_strength: float = Field(
+        1.0,
+        ge=0,
+        description="Davidson's tie parameter nu: P(tie) = nu / (e^(d/2) + e^(-d/2) + nu). 0: Bradley-Terry, "
+        "no ties allowed.",
+    )
+
+
 class TrainConfig(StrictModel):
     """The TRL ``SFTConfig`` fields that matter for a judge; the rest keep TRL's defaults."""
 
@@ -107,6 +126,10 @@ class TrainConfig(StrictModel):
         ge=16,
         description="Longest example in tokens (images expanded); a longer one is an error, never "
         "truncated. None: data.max_tokens.",
+    )
+    pairs: PairLossConfig = Field(
+        default_factory=lambda: PairLossConfig(),
+        description="The pairwise term, for data.pairs (judge.train.pair_loss).",
     )
     logging_steps: int = Field(10, ge=1)
     save_steps: int | None = Field(

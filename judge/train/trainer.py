@@ -107,7 +107,8 @@ def prepare_data(cfg: RunConfig, config_path: Path | None, data_dir: str | Path 
             f"{manifest['rubric']['hash'][:12]}, but the config's rubric {cfg.rubric!r} has hash {rubric.hash[:12]}; "
             "rebuild the data (judge-data build) or use the rubric it was built with"
         )
-    counts = manifest["counts"]
+    pairs = manifest.get("pairs", {}).get("counts", {})
+    counts = {s: n + pairs.get(s, 0) for s, n in manifest["counts"].items()}
     if counts.get("train", 0) == 0:
         raise ConfigError(
             f"the train split of {out} is empty; check data.split fractions and the annotation files"
@@ -215,6 +216,7 @@ def _make_trainer_class():
             run_cfg: RunConfig,
             judge_processor,
             baseline_set: ValidationSet | None = None,
+            pair_objective=None,
             **kw,
         ):
             super().__init__(*args, **kw)
@@ -227,6 +229,7 @@ def _make_trainer_class():
             # liger's fused loss reads the LM head's weight outside its forward: not a shard of it.
             zero3 = self.is_deepspeed_enabled and self.accelerator.state.deepspeed_plugin.zero_stage == 3
             self.fused_loss = liger_on(run_cfg) and not (self.is_fsdp_enabled or zero3)
+            self.pair_objective = pair_objective  #: the SFT + pairwise loss of mixed batches (data.pairs)
             if baseline_set is not None:
                 self.add_callback(_Baseline(self, baseline_set))
             self.add_callback(_DivergenceGuard(self))
@@ -252,7 +255,14 @@ def _make_trainer_class():
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
             # The LM head on the completion columns only (judge.train.loss): the same loss, without a
             # vocabulary-wide projection of every prompt position.
-            loss, outputs = labels_only_loss(model, inputs, num_items_in_batch, fused=self.fused_loss)
+            if self.pair_objective is not None:
+                loss, outputs = self.pair_objective(
+                    model,
+                    inputs,
+                    lambda m, b: labels_only_loss(m, b, num_items_in_batch, fused=self.fused_loss),
+                )
+            else:
+                loss, outputs = labels_only_loss(model, inputs, num_items_in_batch, fused=self.fused_loss)
             return (loss, outputs) if return_outputs else loss
 
         def evaluate(
@@ -479,18 +489,25 @@ def train_judge(
         shutil.rmtree(checkpoints)
     args = _sft_config(cfg, dtype, checkpoints, _report_to(cfg))
     from judge.train.collator import JudgeCollator
+    from judge.train.pair_loss import with_pairs
 
     JudgeTrainer, CompactProgress, FullCheckpoints = _make_trainer_class()
     ev = cfg.eval
+    collator = JudgeCollator(
+        processor, cfg.max_length, labels_last=not cfg.train.packing, packed=cfg.train.packing
+    )
+    # With preference pairs (data.pairs), SFT and pair examples mixed, and the loss adds both terms.
+    train_set, collator, pair_objective = with_pairs(
+        cfg, data_path, dd["train"], collator, processor, rubric.scale.values
+    )
     trainer = JudgeTrainer(
         model=model,
         args=args,
-        train_dataset=dd["train"],
+        train_dataset=train_set,
         eval_dataset=dd["validation"] if validation is not None else None,
         processing_class=processor,
-        data_collator=JudgeCollator(
-            processor, cfg.max_length, labels_last=not cfg.train.packing, packed=cfg.train.packing
-        ),
+        data_collator=collator,
+        pair_objective=pair_objective,
         validation=validation if ev.strategy != "no" else None,
         run_cfg=cfg,
         judge_processor=processor,
