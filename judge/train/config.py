@@ -180,8 +180,14 @@ class EvalConfig(StrictModel):
     @field_validator("best_metric")
     @classmethod
     def _known_metric(cls, v: str) -> str:
-        if not any(v.endswith("_" + m) for m in ("pearson", "spearman", "kendall", "mae", "mse")):
-            raise ValueError(f"best_metric {v!r} must end in _pearson, _spearman, _kendall, _mae or _mse")
+        if not any(
+            v.endswith("_" + m)
+            for m in ("pearson", "spearman", "kendall", "mae", "mse", "accuracy", "with_ties")
+        ):
+            raise ValueError(
+                f"best_metric {v!r} must end in _pearson, _spearman, _kendall, _mae or _mse (or, with data.pairs, "
+                "be pairs_accuracy, pairs_accuracy_with_ties or <criterion>_pairs_accuracy)"
+            )
         return v
 
     @property
@@ -231,6 +237,14 @@ class RunConfig(StrictModel):
             raise ValueError("train.max_steps must be -1 (train by epochs) or at least 1, got 0")
         if self.eval.strategy == "steps" and self.eval.steps is None:
             raise ValueError("eval.strategy 'steps' needs eval.steps")
+        pairs_metric = "pairs_accuracy" in self.eval.best_metric
+        if self.eval.strategy != "no" and not self.data.annotations and not pairs_metric:
+            raise ValueError(
+                f"eval.best_metric {self.eval.best_metric!r} is a correlation with human scores, and the run has "
+                "pairs only (no data.annotations): use pairs_accuracy"
+            )
+        if self.eval.strategy != "no" and not self.data.pairs and pairs_metric:
+            raise ValueError(f"eval.best_metric {self.eval.best_metric!r} needs data.pairs")
         return self
 
     @property

@@ -202,13 +202,12 @@ __all__ = [
 ]
 
 
-def with_pairs(cfg, data_path, train_split, collator, processor, values: Sequence[int]):
-    """A run's training set, collator and pair objective: as given (objective None) without pairs in the
-    build at ``data_path``; else the SFT and pair examples mixed (:func:`mixed_rows`, :class:`MixedCollator`)."""
+def with_pairs(cfg, pairs, train_split, collator, processor, values: Sequence[int]):
+    """A run's training set, collator and pair objective: as given (objective None) without training pairs
+    (``pairs``: the build's pair DatasetDict, or None); else the SFT and pair examples mixed (:func:`mixed_rows`,
+    :class:`MixedCollator`)."""
     from judge.core.errors import ConfigError
-    from judge.data.pair_examples import load_pair_dataset
 
-    pairs = load_pair_dataset(data_path)
     if pairs is None or len(pairs["train"]) == 0:
         return train_split, collator, None
     p = cfg.train.pairs

@@ -53,11 +53,18 @@ from judge.train.launch import (
 )
 from judge.train.loss import labels_only_loss
 from judge.train.model import build_model, liger_on
-from judge.train.validation import ValidationSet, run_validation
+from judge.train.pair_validation import Validation, build_validation, run_all_validation
 
 logger = logging.getLogger(__name__)
 
-HEADLINE = ("overall_spearman", "overall_pearson", "overall_kendall", "overall_mae", "all_spearman")
+HEADLINE = (
+    "overall_spearman",
+    "overall_pearson",
+    "overall_kendall",
+    "overall_mae",
+    "all_spearman",
+    "pairs_accuracy",  # with data.pairs only
+)
 
 
 @dataclass
@@ -212,10 +219,10 @@ def _make_trainer_class():
         def __init__(
             self,
             *args,
-            validation: ValidationSet | None,
+            validation: Validation | None,
             run_cfg: RunConfig,
             judge_processor,
-            baseline_set: ValidationSet | None = None,
+            baseline_set: Validation | None = None,
             pair_objective=None,
             **kw,
         ):
@@ -239,10 +246,10 @@ def _make_trainer_class():
             """Whether the accelerator manages the model (FSDP, DeepSpeed): its own save and load paths apply."""
             return bool(self.is_fsdp_enabled or self.is_deepspeed_enabled)
 
-        def score(self, vset: ValidationSet) -> tuple[dict[str, Any], float]:
+        def score(self, vset: Validation) -> tuple[dict[str, Any], float]:
             """Validation metrics of the model as it is now (every process takes part)."""
             ev = self.run_cfg.eval
-            return run_validation(
+            return run_all_validation(
                 vset,
                 self.model,
                 self.judge_processor,
@@ -292,7 +299,7 @@ def _make_trainer_class():
         """Score the untrained judge once the accelerator has prepared it: on its device (not the CPU it was
         loaded on), sharded if so, exactly as every later evaluation scores it."""
 
-        def __init__(self, trainer: JudgeTrainer, vset: ValidationSet):
+        def __init__(self, trainer: JudgeTrainer, vset: Validation):
             self.trainer, self.vset = trainer, vset
 
         def on_train_begin(self, args, state, control, **kwargs):
@@ -476,11 +483,13 @@ def train_judge(
 
     from transformers import ProgressCallback, set_seed
 
+    from judge.data.pair_examples import load_pair_dataset
     from judge.data.sft import load_sft_dataset
 
     set_seed(cfg.train_seed)
     dd = load_sft_dataset(data_path)
-    validation = ValidationSet(dd["validation"], rubric) if len(dd["validation"]) else None
+    pairs = load_pair_dataset(data_path)  # None without data.pairs
+    validation = build_validation(dd["validation"], pairs["validation"] if pairs else None, rubric)
     model, processor, dtype = build_model(cfg)
 
     out = cfg.out
@@ -498,7 +507,7 @@ def train_judge(
     )
     # With preference pairs (data.pairs), SFT and pair examples mixed, and the loss adds both terms.
     train_set, collator, pair_objective = with_pairs(
-        cfg, data_path, dd["train"], collator, processor, rubric.scale.values
+        cfg, pairs, dd["train"], collator, processor, rubric.scale.values
     )
     trainer = JudgeTrainer(
         model=model,
@@ -604,7 +613,8 @@ def _last_checkpoint(folder: Path) -> Path | None:
 def _headline(metrics: dict[str, Any] | None) -> str:
     if not metrics:
         return "(no validation)"
-    return "  ".join(f"{k}={_num(metrics.get(k))}" for k in HEADLINE)
+    keys = [k for k in HEADLINE if k in metrics or not k.startswith("pairs_")]
+    return "  ".join(f"{k}={_num(metrics.get(k))}" for k in keys)
 
 
 def _num(v) -> str:
