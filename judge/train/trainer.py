@@ -534,7 +534,7 @@ def train_judge(
         n_train = sum(p.numel() for p in model.parameters() if p.requires_grad)
         logger.info(
             f"training {cfg.train.finetune} ({n_train:,} trainable parameters) on {st.device}, world size "
-            f"{st.num_processes}, {describe(trainer)}, {len(dd['train'])} examples"
+            f"{st.num_processes}, {describe(trainer)}, {len(train_set)} examples"
         )
     t_train = time.perf_counter()
     quiet = _TrainerMisloadWarning()
@@ -613,7 +613,8 @@ def _last_checkpoint(folder: Path) -> Path | None:
 def _headline(metrics: dict[str, Any] | None) -> str:
     if not metrics:
         return "(no validation)"
-    keys = [k for k in HEADLINE if k in metrics or not k.startswith("pairs_")]
+    scored = any("pairs_" not in k for k in metrics)  # correlations shown (as undefined too) when validated
+    keys = [k for k in HEADLINE if ((k in metrics) if "pairs_" in k else scored)]
     return "  ".join(f"{k}={_num(metrics.get(k))}" for k in keys)
 
 
