@@ -107,7 +107,13 @@ def write_pairs(
     )
     tmp, final = folder / ".dataset.tmp", folder / "dataset"
     shutil.rmtree(tmp, ignore_errors=True)
-    dd.save_to_disk(str(tmp))
+    enabled = datasets.is_progress_bar_enabled()
+    datasets.disable_progress_bars()  # as write_sft: a bar for a few MB is noise
+    try:
+        dd.save_to_disk(str(tmp))
+    finally:
+        if enabled:
+            datasets.enable_progress_bars()
     shutil.rmtree(final, ignore_errors=True)
     tmp.rename(final)
     return {

@@ -45,8 +45,10 @@ class PairValidationSet:
     def __init__(self, rows: Sequence[dict], rubric: Rubric):
         sides = []
         self.pairs: list[tuple[str, str, str]] = []  #: (pair id, criterion, preferred)
+        self.questions: list[str] = []  #: each pair's question (the unit a paired bootstrap resamples)
         for r in rows:
             self.pairs.append((r["pair_id"], r["criterion"], r["preferred"]))
+            self.questions.append(r.get("question_id") or r["pair_id"])
             for side in ("a", "b"):
                 sides.append(
                     {
@@ -65,22 +67,45 @@ class PairValidationSet:
     def __len__(self) -> int:
         return len(self.pairs)
 
+    def verdicts(self, rows: Sequence[ValidationRow]) -> list[str]:
+        """The judge's verdict on each pair (:data:`FIRST`, :data:`SECOND`, :data:`UNDECIDED`) from its scored
+        sides."""
+        dist = {(r.record_id, r.criterion): r.dist for r in rows}
+        out = []
+        for pair_id, crit, _ in self.pairs:
+            a, b = dist[(f"{pair_id}::a", crit)], dist[(f"{pair_id}::b", crit)]
+            assert a is not None and b is not None, "the scorer keeps every side's distribution"
+            out.append(pair_verdict(preference(a, b, self.values).p_first_better))
+        return out
+
+    def credits(self, rows: Sequence[ValidationRow]) -> list[float | None]:
+        """Per pair, what it earns in ``pairs_accuracy``: 1 right, 1/2 undecided, 0 wrong; None for a human tie."""
+        out: list[float | None] = []
+        for (_, _, preferred), verdict in zip(self.pairs, self.verdicts(rows), strict=True):
+            human = _HUMAN[preferred]
+            out.append(
+                None
+                if human == UNDECIDED
+                else 1.0
+                if verdict == human
+                else 0.5
+                if verdict == UNDECIDED
+                else 0.0
+            )
+        return out
+
     def metrics(self, rows: Sequence[ValidationRow]) -> dict[str, float | None]:
         """The metrics of the module doc from the scored sides."""
-        dist = {(r.record_id, r.criterion): r.dist for r in rows}
         credit: dict[str, list[float]] = defaultdict(list)
         exact: list[float] = []
         ties = 0
-        for pair_id, crit, preferred in self.pairs:
-            a, b = dist[(f"{pair_id}::a", crit)], dist[(f"{pair_id}::b", crit)]
-            assert a is not None and b is not None, "the scorer keeps every side's distribution"
-            verdict = pair_verdict(preference(a, b, self.values).p_first_better)
-            human = _HUMAN[preferred]
-            exact.append(float(verdict == human))
-            if human == UNDECIDED:
+        verdicts = self.verdicts(rows)
+        for (_, crit, preferred), verdict, c in zip(self.pairs, verdicts, self.credits(rows), strict=True):
+            exact.append(float(verdict == _HUMAN[preferred]))
+            if c is None:
                 ties += 1
                 continue
-            credit[crit].append(1.0 if verdict == human else 0.5 if verdict == UNDECIDED else 0.0)
+            credit[crit].append(c)
         pooled = [x for xs in credit.values() for x in xs]
         out: dict[str, float | None] = {
             "pairs_accuracy": _mean(pooled),
