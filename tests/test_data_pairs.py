@@ -179,7 +179,7 @@ def test_pairs_and_annotations_of_one_question_share_a_split(small_demo, rubric)
          "response_b": "short", "preferred": "a", "reference": r.reference and [s.model_dump() for s in r.reference]}
         for r in anns
     ]  # fmt: skip
-    pairs = load_pairs(_write(small_demo.parent, pair_rows), rubric=rubric).records
+    pairs = load_pairs(_write(small_demo.parent, pair_rows, "split-pairs.jsonl"), rubric=rubric).records
     split = split_records(pairs, assignment=assignment)
     for name, recs in split.items():
         assert recs and all(assignment[p.question_id] == name for p in recs)

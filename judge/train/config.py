@@ -180,9 +180,9 @@ class EvalConfig(StrictModel):
     @field_validator("best_metric")
     @classmethod
     def _known_metric(cls, v: str) -> str:
-        if not any(
-            v.endswith("_" + m)
-            for m in ("pearson", "spearman", "kendall", "mae", "mse", "accuracy", "with_ties")
+        pairs = v in ("pairs_accuracy", "pairs_accuracy_with_ties") or v.endswith("_pairs_accuracy")
+        if not pairs and not any(
+            v.endswith("_" + m) for m in ("pearson", "spearman", "kendall", "mae", "mse")
         ):
             raise ValueError(
                 f"best_metric {v!r} must end in _pearson, _spearman, _kendall, _mae or _mse (or, with data.pairs, "
