@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import logging
+import shutil
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from judge.core.errors import JudgeError
-from judge.core.io import load_annotations
+from judge.core.io import LoadResult, load_annotations
 from judge.core.rubric import load_rubric
 from judge.data.config import DataSections
+from judge.data.pair_examples import PAIRS_DIR, build_pair_examples, pairs_hash, write_pairs
+from judge.data.pairs import load_pairs
 from judge.data.sft import build_examples, compute_stats, count_tokens, data_hash, write_sft
-from judge.data.split import SPLITS
+from judge.data.split import SPLITS, split_questions
 
 logger = logging.getLogger(__name__)
 
@@ -35,16 +38,35 @@ def build_sft_dataset(
     t0 = time.perf_counter()
     cfg = sections.data
     rubric = load_rubric(sections.rubric)
-    loaded = load_annotations(
-        cfg.annotations,
+    loaded = (
+        load_annotations(
+            cfg.annotations,
+            rubric=rubric,
+            root=cfg.image_root,
+            allow_urls=cfg.allow_urls,
+            skip_invalid=cfg.skip_invalid,
+        )
+        if cfg.annotations
+        else LoadResult()
+    )
+    if cfg.annotations and not loaded.records:
+        raise JudgeError(f"no valid annotation records in {', '.join(cfg.annotations)}")
+    pairs = load_pairs(
+        cfg.pairs,
         rubric=rubric,
         root=cfg.image_root,
+        default_task=cfg.pairs_task,
         allow_urls=cfg.allow_urls,
         skip_invalid=cfg.skip_invalid,
     )
-    if not loaded.records:
-        raise JudgeError(f"no valid annotation records in {', '.join(cfg.annotations)}")
-    build = build_examples(loaded.records, rubric, cfg)
+    if cfg.pairs and not pairs.records:
+        raise JudgeError(f"no valid pair records in {', '.join(cfg.pairs)}")
+    # Annotations and pairs are split together, by question (with no pairs: the annotations' own split).
+    assignment = split_questions(
+        [*loaded.records, *pairs.records], cfg.split.fractions, cfg.split.seed, cfg.split.stratify
+    )
+    build = build_examples(loaded.records, rubric, cfg, assignment=assignment)
+    pair_examples, pair_records = build_pair_examples(pairs.records, rubric, cfg, assignment)
     t_build = time.perf_counter() - t0
     if processor is not None:
         n = sum(len(v) for v in build.examples.values())
@@ -55,7 +77,7 @@ def build_sft_dataset(
         if bar:
             bar.close()
     build.stats = compute_stats(build)
-    build.stats["skipped_records"] = [e.to_dict() for e in loaded.errors]
+    build.stats["skipped_records"] = [e.to_dict() for e in loaded.errors + pairs.errors]
     out = Path(out_dir) if out_dir else sections.data_dir
     manifest: dict[str, Any] = {
         "config": str(config_path) if config_path else None,
@@ -65,10 +87,19 @@ def build_sft_dataset(
         "data_config": cfg.model_dump(mode="json"),
         "counts": {s: len(build.examples[s]) for s in SPLITS},
         "records": {s: len(build.records[s]) for s in SPLITS},
-        "skipped_records": len(loaded.errors),
+        "skipped_records": len(loaded.errors) + len(pairs.errors),
         "processor": getattr(processor, "name_or_path", None)
         or (type(processor).__name__ if processor else None),
     }
+    if cfg.pairs:
+        manifest["pairs"] = {
+            "files": cfg.pairs,
+            "hash": pairs_hash(pairs.records),
+            **write_pairs(pair_examples, pair_records, out),
+        }
+        build.stats["pairs"] = manifest["pairs"]
+    else:
+        shutil.rmtree(out / PAIRS_DIR, ignore_errors=True)  # no pairs of an earlier build linger
     write_sft(build, out, manifest)
     logger.info(format_stats(build.stats, rubric.hash, manifest["data_hash"]))
     logger.info(f"\nwrote {out}  (build {t_build:.1f} s, total {time.perf_counter() - t0:.1f} s)")
@@ -106,6 +137,12 @@ def format_stats(stats: dict[str, Any], rubric_hash: str, data_hash: str) -> str
     lines.append(
         "train score histogram: " + "  ".join(f"{k}:{v}" for k, v in train["score_histogram"].items())
     )
+    if stats.get("pairs"):
+        p = stats["pairs"]
+        lines.append(
+            "preference pairs (examples / pairs / ties): "
+            + "  ".join(f"{s} {p['counts'][s]}/{p['records'][s]}/{p['ties'][s]}" for s in p["counts"])
+        )
     if stats.get("skipped_records"):
         lines.append(f"skipped invalid records: {len(stats['skipped_records'])} (listed in stats.json)")
     return "\n".join(lines)

@@ -55,7 +55,17 @@ class SplitConfig(StrictModel):
 
 
 class DataConfig(StrictModel):
-    annotations: list[str] = Field(min_length=1, description="Annotation files (JSONL or JSON).")
+    annotations: list[str] = Field(
+        default_factory=list, description="Annotation files (JSONL or JSON): human scores per response."
+    )
+    pairs: list[str] = Field(
+        default_factory=list,
+        description="Preference-pair files (JSONL or JSON; judge.data.pairs): two responses, which one humans "
+        "preferred. With annotations, both are split together by question.",
+    )
+    pairs_task: str | None = Field(
+        None, description="Task family of pair records that name none (the public layouts have none)."
+    )
     image_root: str | None = Field(
         None, description="Resolve image paths from here instead of each file's folder."
     )
@@ -75,10 +85,21 @@ class DataConfig(StrictModel):
     skip_invalid: bool = False
     output_dir: str | None = Field(None, description="Where the SFT dataset goes; default <output_dir>/data.")
 
-    @field_validator("annotations", mode="before")
+    @field_validator("annotations", "pairs", mode="before")
     @classmethod
     def _one_or_many(cls, v: Any) -> Any:
         return [v] if isinstance(v, str) else v
+
+    @model_validator(mode="after")
+    def _some_labels(self) -> DataConfig:
+        if not self.annotations and not self.pairs:
+            raise ValueError("data needs `annotations` (human scores), `pairs` (human preferences), or both")
+        if self.pairs and self.target == "rationale_score":
+            raise ValueError(
+                "data.pairs needs data.target score or score_rationale: a pair is read at the score position "
+                "right after the prompt, and rationale_score puts a rationale there"
+            )
+        return self
 
 
 class DataSections(StrictModel):
@@ -101,6 +122,7 @@ def check_data_paths(data: DataConfig, config: str | Path | None = None) -> None
     where = f"{config}: " if config is not None else ""
     cwd = Path.cwd()
     missing = [("data.annotations", a, "file") for a in data.annotations if not Path(a).is_file()]
+    missing += [("data.pairs", a, "file") for a in data.pairs if not Path(a).is_file()]
     if data.image_root is not None and not Path(data.image_root).is_dir():
         missing.append(("data.image_root", data.image_root, "folder"))
     if not missing:
@@ -119,6 +141,7 @@ def check_data_paths(data: DataConfig, config: str | Path | None = None) -> None
     keys = list(dict.fromkeys(key for key, _, _ in missing))
     how = {
         "data.annotations": '--set data.annotations=PATH (or "[A.jsonl, B.jsonl]")',
+        "data.pairs": '--set data.pairs=PATH (or "[A.jsonl, B.jsonl]")',
         "data.image_root": "--set data.image_root=DIR",
     }
     raise ConfigError(

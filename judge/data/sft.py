@@ -80,9 +80,14 @@ def build_examples(
     records: Sequence[AnnotationRecord],
     rubric: Rubric,
     cfg: DataConfig,
+    *,
+    assignment: dict[str, str] | None = None,
 ) -> SFTBuild:
-    """Split by question and build every example (no tokenization yet)."""
-    splits = split_records(records, cfg.split.fractions, cfg.split.seed, cfg.split.stratify)
+    """Split by question and build every example (no tokenization yet). ``assignment``: the question ->
+    split map, when it was made over more records (annotations and preference pairs split together)."""
+    splits = split_records(
+        records, cfg.split.fractions, cfg.split.seed, cfg.split.stratify, assignment=assignment
+    )
     examples: dict[str, list[dict]] = {s: [] for s in SPLITS}
     for split, recs in splits.items():
         for rec in recs:

@@ -12,20 +12,34 @@ import random
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Protocol, TypeVar
 
 from judge.core.errors import JudgeError
-from judge.core.schema import AnnotationRecord
 
 SPLITS = ("train", "validation", "test")
+
+
+class Splittable(Protocol):
+    """What a split reads of a record: an annotation record, or a preference pair (judge.data.pairs)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def task(self) -> str: ...
+    @property
+    def question_id(self) -> str | None: ...
+
+
+R = TypeVar("R", bound=Splittable)
 
 
 class SplitError(JudgeError, ValueError):
     """Records that cannot be split as asked."""
 
 
-def _question_id(r: AnnotationRecord) -> str:
+def _question_id(r: Splittable) -> str:
     """A record's question id: never None once read (the schema fills a missing one from the question)."""
-    assert r.question_id is not None, f"record {r.id!r} was not validated by AnnotationRecord"
+    assert r.question_id is not None, f"record {r.id!r} was not validated by its schema"
     return r.question_id
 
 
@@ -47,7 +61,7 @@ def _counts(n: int, fractions: Sequence[float]) -> list[int]:
 
 
 def split_questions(
-    records: Sequence[AnnotationRecord],
+    records: Sequence[Splittable],
     fractions: Sequence[float] = (0.7, 0.15, 0.15),
     seed: int = 0,
     stratify: bool = True,
@@ -81,14 +95,18 @@ def split_questions(
 
 
 def split_records(
-    records: Sequence[AnnotationRecord],
+    records: Sequence[R],
     fractions: Sequence[float] = (0.7, 0.15, 0.15),
     seed: int = 0,
     stratify: bool = True,
-) -> dict[str, list[AnnotationRecord]]:
-    """Records grouped by split (record order kept inside each split)."""
-    assignment = split_questions(records, fractions, seed, stratify)
-    out: dict[str, list[AnnotationRecord]] = {s: [] for s in SPLITS}
+    *,
+    assignment: dict[str, str] | None = None,
+) -> dict[str, list[R]]:
+    """Records grouped by split (record order kept inside each split). ``assignment``: a question -> split
+    map made over more records (annotations and pairs split together), instead of one made of these."""
+    if assignment is None:
+        assignment = split_questions(records, fractions, seed, stratify)
+    out: dict[str, list[R]] = {s: [] for s in SPLITS}
     for r in records:
         out[assignment[_question_id(r)]].append(r)
     return out

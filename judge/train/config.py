@@ -69,6 +69,25 @@ class LoraConfig(StrictModel):
     train_projector: bool = Field(False, description="Also train the vision-language projector (fully).")
 
 
+class PairLossConfig(StrictModel):
+    """The Bradley-Terry (Davidson) loss on preference pairs (``data.pairs``); see judge.train.pair_loss."""
+
+    weight: float = Field(
+        1.0,
+        ge=0,
+        description="Weight of the pairwise loss beside the SFT loss (when both kinds of labels exist).",
+    )
+    beta: float = Field(
+        1.0, gt=0, description="Scale of the expected-score difference (logits per scale point)."
+    )
+    tie_strength: float = Field(
+        1.0,
+        ge=0,
+        description="Davidson's tie parameter nu: P(tie) = nu / (e^(d/2) + e^(-d/2) + nu). 0: Bradley-Terry, "
+        "no ties allowed.",
+    )
+
+
 class TrainConfig(StrictModel):
     """The TRL ``SFTConfig`` fields that matter for a judge; the rest keep TRL's defaults."""
 
@@ -109,6 +128,10 @@ class TrainConfig(StrictModel):
         ge=16,
         description="Longest example in tokens (images expanded); a longer one is an error, never "
         "truncated. None: data.max_tokens.",
+    )
+    pairs: PairLossConfig = Field(
+        default_factory=lambda: PairLossConfig(),
+        description="The pairwise term, for data.pairs (judge.train.pair_loss).",
     )
     logging_steps: int = Field(10, ge=1)
     save_steps: int | None = Field(
@@ -159,8 +182,14 @@ class EvalConfig(StrictModel):
     @field_validator("best_metric")
     @classmethod
     def _known_metric(cls, v: str) -> str:
-        if not any(v.endswith("_" + m) for m in ("pearson", "spearman", "kendall", "mae", "mse")):
-            raise ValueError(f"best_metric {v!r} must end in _pearson, _spearman, _kendall, _mae or _mse")
+        pairs = v in ("pairs_accuracy", "pairs_accuracy_with_ties") or v.endswith("_pairs_accuracy")
+        if not pairs and not any(
+            v.endswith("_" + m) for m in ("pearson", "spearman", "kendall", "mae", "mse")
+        ):
+            raise ValueError(
+                f"best_metric {v!r} must end in _pearson, _spearman, _kendall, _mae or _mse (or, with data.pairs, "
+                "be pairs_accuracy, pairs_accuracy_with_ties or <criterion>_pairs_accuracy)"
+            )
         return v
 
     @property
@@ -210,6 +239,14 @@ class RunConfig(StrictModel):
             raise ValueError("train.max_steps must be -1 (train by epochs) or at least 1, got 0")
         if self.eval.strategy == "steps" and self.eval.steps is None:
             raise ValueError("eval.strategy 'steps' needs eval.steps")
+        pairs_metric = "pairs_accuracy" in self.eval.best_metric
+        if self.eval.strategy != "no" and not self.data.annotations and not pairs_metric:
+            raise ValueError(
+                f"eval.best_metric {self.eval.best_metric!r} is a correlation with human scores, and the run has "
+                "pairs only (no data.annotations): use pairs_accuracy"
+            )
+        if self.eval.strategy != "no" and not self.data.pairs and pairs_metric:
+            raise ValueError(f"eval.best_metric {self.eval.best_metric!r} needs data.pairs")
         return self
 
     @property

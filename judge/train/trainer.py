@@ -53,11 +53,18 @@ from judge.train.launch import (
 )
 from judge.train.loss import labels_only_loss
 from judge.train.model import build_model, liger_on
-from judge.train.validation import ValidationSet, run_validation
+from judge.train.pair_validation import Validation, build_validation, run_all_validation
 
 logger = logging.getLogger(__name__)
 
-HEADLINE = ("overall_spearman", "overall_pearson", "overall_kendall", "overall_mae", "all_spearman")
+HEADLINE = (
+    "overall_spearman",
+    "overall_pearson",
+    "overall_kendall",
+    "overall_mae",
+    "all_spearman",
+    "pairs_accuracy",  # with data.pairs only
+)
 
 
 @dataclass
@@ -107,7 +114,8 @@ def prepare_data(cfg: RunConfig, config_path: Path | None, data_dir: str | Path 
             f"{manifest['rubric']['hash'][:12]}, but the config's rubric {cfg.rubric!r} has hash {rubric.hash[:12]}; "
             "rebuild the data (judge-data build) or use the rubric it was built with"
         )
-    counts = manifest["counts"]
+    pairs = manifest.get("pairs", {}).get("counts", {})
+    counts = {s: n + pairs.get(s, 0) for s, n in manifest["counts"].items()}
     if counts.get("train", 0) == 0:
         raise ConfigError(
             f"the train split of {out} is empty; check data.split fractions and the annotation files"
@@ -211,10 +219,11 @@ def _make_trainer_class():
         def __init__(
             self,
             *args,
-            validation: ValidationSet | None,
+            validation: Validation | None,
             run_cfg: RunConfig,
             judge_processor,
-            baseline_set: ValidationSet | None = None,
+            baseline_set: Validation | None = None,
+            pair_objective=None,
             **kw,
         ):
             super().__init__(*args, **kw)
@@ -227,6 +236,7 @@ def _make_trainer_class():
             # liger's fused loss reads the LM head's weight outside its forward: not a shard of it.
             zero3 = self.is_deepspeed_enabled and self.accelerator.state.deepspeed_plugin.zero_stage == 3
             self.fused_loss = liger_on(run_cfg) and not (self.is_fsdp_enabled or zero3)
+            self.pair_objective = pair_objective  #: the SFT + pairwise loss of mixed batches (data.pairs)
             if baseline_set is not None:
                 self.add_callback(_Baseline(self, baseline_set))
             self.add_callback(_DivergenceGuard(self))
@@ -236,10 +246,10 @@ def _make_trainer_class():
             """Whether the accelerator manages the model (FSDP, DeepSpeed): its own save and load paths apply."""
             return bool(self.is_fsdp_enabled or self.is_deepspeed_enabled)
 
-        def score(self, vset: ValidationSet) -> tuple[dict[str, Any], float]:
+        def score(self, vset: Validation) -> tuple[dict[str, Any], float]:
             """Validation metrics of the model as it is now (every process takes part)."""
             ev = self.run_cfg.eval
-            return run_validation(
+            return run_all_validation(
                 vset,
                 self.model,
                 self.judge_processor,
@@ -252,7 +262,14 @@ def _make_trainer_class():
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
             # The LM head on the completion columns only (judge.train.loss): the same loss, without a
             # vocabulary-wide projection of every prompt position.
-            loss, outputs = labels_only_loss(model, inputs, num_items_in_batch, fused=self.fused_loss)
+            if self.pair_objective is not None:
+                loss, outputs = self.pair_objective(
+                    model,
+                    inputs,
+                    lambda m, b: labels_only_loss(m, b, num_items_in_batch, fused=self.fused_loss),
+                )
+            else:
+                loss, outputs = labels_only_loss(model, inputs, num_items_in_batch, fused=self.fused_loss)
             return (loss, outputs) if return_outputs else loss
 
         def evaluate(
@@ -282,7 +299,7 @@ def _make_trainer_class():
         """Score the untrained judge once the accelerator has prepared it: on its device (not the CPU it was
         loaded on), sharded if so, exactly as every later evaluation scores it."""
 
-        def __init__(self, trainer: JudgeTrainer, vset: ValidationSet):
+        def __init__(self, trainer: JudgeTrainer, vset: Validation):
             self.trainer, self.vset = trainer, vset
 
         def on_train_begin(self, args, state, control, **kwargs):
@@ -466,11 +483,13 @@ def train_judge(
 
     from transformers import ProgressCallback, set_seed
 
+    from judge.data.pair_examples import load_pair_dataset
     from judge.data.sft import load_sft_dataset
 
     set_seed(cfg.train_seed)
     dd = load_sft_dataset(data_path)
-    validation = ValidationSet(dd["validation"], rubric) if len(dd["validation"]) else None
+    pairs = load_pair_dataset(data_path)  # None without data.pairs
+    validation = build_validation(dd["validation"], pairs["validation"] if pairs else None, rubric)
     model, processor, dtype = build_model(cfg)
 
     out = cfg.out
@@ -479,18 +498,25 @@ def train_judge(
         shutil.rmtree(checkpoints)
     args = _sft_config(cfg, dtype, checkpoints, _report_to(cfg))
     from judge.train.collator import JudgeCollator
+    from judge.train.pair_loss import with_pairs
 
     JudgeTrainer, CompactProgress, FullCheckpoints = _make_trainer_class()
     ev = cfg.eval
+    collator = JudgeCollator(
+        processor, cfg.max_length, labels_last=not cfg.train.packing, packed=cfg.train.packing
+    )
+    # With preference pairs (data.pairs), SFT and pair examples mixed, and the loss adds both terms.
+    train_set, collator, pair_objective = with_pairs(
+        cfg, pairs, dd["train"], collator, processor, rubric.scale.values
+    )
     trainer = JudgeTrainer(
         model=model,
         args=args,
-        train_dataset=dd["train"],
+        train_dataset=train_set,
         eval_dataset=dd["validation"] if validation is not None else None,
         processing_class=processor,
-        data_collator=JudgeCollator(
-            processor, cfg.max_length, labels_last=not cfg.train.packing, packed=cfg.train.packing
-        ),
+        data_collator=collator,
+        pair_objective=pair_objective,
         validation=validation if ev.strategy != "no" else None,
         run_cfg=cfg,
         judge_processor=processor,
@@ -517,7 +543,7 @@ def train_judge(
         n_train = sum(p.numel() for p in model.parameters() if p.requires_grad)
         logger.info(
             f"training {cfg.train.finetune} ({n_train:,} trainable parameters) on {st.device}, world size "
-            f"{st.num_processes}, {describe(trainer)}, {len(dd['train'])} examples"
+            f"{st.num_processes}, {describe(trainer)}, {len(train_set)} examples"
         )
     t_train = time.perf_counter()
     quiet = _TrainerMisloadWarning()
@@ -596,7 +622,9 @@ def _last_checkpoint(folder: Path) -> Path | None:
 def _headline(metrics: dict[str, Any] | None) -> str:
     if not metrics:
         return "(no validation)"
-    return "  ".join(f"{k}={_num(metrics.get(k))}" for k in HEADLINE)
+    scored = any("pairs_" not in k for k in metrics)  # correlations shown (as undefined too) when validated
+    keys = [k for k in HEADLINE if ((k in metrics) if "pairs_" in k else scored)]
+    return "  ".join(f"{k}={_num(metrics.get(k))}" for k in keys)
 
 
 def _num(v) -> str:

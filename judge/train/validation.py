@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from judge.core.rubric import OVERALL, Rubric
@@ -36,6 +36,8 @@ class ValidationRow:
     criterion: str
     human: float
     pred: float
+    #: the read-out's distribution over the scale (a pair's preference is read from both sides')
+    dist: list[float] | None = None
 
 
 class ValidationSet:
@@ -113,7 +115,12 @@ class ValidationSet:
                 for crit, s in zip(req.criteria, scores, strict=True):
                     rows.append(
                         ValidationRow(
-                            req.key, self.task[req.key], crit, self.human[(req.key, crit)], s.expected
+                            req.key,
+                            self.task[req.key],
+                            crit,
+                            self.human[(req.key, crit)],
+                            s.expected,
+                            s.distribution,
                         )
                     )
         return self.ordered(rows)
@@ -183,10 +190,12 @@ def run_validation(
     batch_tokens: int,
     metrics: Sequence[str] = METRICS,
     grad_mode: str = "inference",
+    rows_to: Callable[[list[ValidationRow]], dict[str, float | None]] | None = None,
 ) -> tuple[dict[str, float | None], float]:
     """Score the validation set (shared out across processes when distributed); metrics and seconds taken.
 
-    Every process must call it; each gets the metrics of the whole split.
+    Every process must call it; each gets the metrics of the whole split. ``rows_to``: the metrics of the
+    scored rows (default :func:`validation_metrics` of ``metrics``; the pairs' accuracy reads them otherwise).
     """
     from accelerate import PartialState
     from accelerate.utils import gather_object
@@ -204,4 +213,5 @@ def run_validation(
     )
     if state.num_processes > 1:
         rows = vset.ordered(gather_object(rows))
-    return validation_metrics(rows, metrics), time.perf_counter() - t0
+    out = rows_to(list(rows)) if rows_to is not None else validation_metrics(rows, metrics)
+    return out, time.perf_counter() - t0

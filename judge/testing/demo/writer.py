@@ -1,5 +1,6 @@
 """The demo set on disk: ``generate_demo`` draws every question, response and annotation, then writes
-``annotations.jsonl``, ``images/*.png`` and the ``README.md`` that documents the generation."""
+``annotations.jsonl``, ``images/*.png``, the preference pairs of its scores (``pairs.jsonl``) and the
+``README.md`` that documents the generation."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from PIL import Image
 
 from .annotators import _annotate, _annotator_profile, _factor_impact, _main_note, true_scores
 from .drafts import _Draft
+from .pairs import MIN_DIFFERENCE, demo_pairs
 from .pictures import IMAGE_SIZE, OWNED_IMAGE, _png_bytes
 from .scenes import (
     OFF_PROMPT_FAILS,
@@ -80,7 +82,8 @@ def generate_demo(
     n_annotators: int = 3,
     seed: int = 0,
 ) -> Path:
-    """Write out_dir/annotations.jsonl, out_dir/images/*.png and out_dir/README.md; return the jsonl path.
+    """Write out_dir/annotations.jsonl, out_dir/images/*.png, out_dir/pairs.jsonl and out_dir/README.md; return
+    the jsonl path.
 
     Questions are split into the three families as evenly as possible (SA first). Each
     question gets ``responses_per_question`` responses; when that equals ``len(MODELS)``
@@ -152,6 +155,11 @@ def generate_demo(
     jsonl = out / "annotations.jsonl"
     lines = "".join(json.dumps(rec, ensure_ascii=False, sort_keys=False) + "\n" for rec in records)
     _write_atomic(jsonl, lines.encode("utf-8"))
+    # The preference pairs of the same human scores (judge.testing.demo.pairs), for pairwise training.
+    pairs = demo_pairs(records)
+    _write_atomic(
+        out / "pairs.jsonl", "".join(json.dumps(p, ensure_ascii=False) + "\n" for p in pairs).encode()
+    )
     readme = _readme(
         records,
         truths,
@@ -309,4 +317,15 @@ def _readme(
     all_true = [t[2]["overall"] for t in truths]
     all_ann = [float(s["overall"]) for r in records for s in r["scores"].values()]
     lines += [f"| all | all | {len(records)} | {_mean_sd(all_true)} | {_mean_sd(all_ann)} |", ""]
+    pairs = demo_pairs(records)
+    lines += [
+        "## Preference pairs",
+        "",
+        f"`pairs.jsonl` holds {len(pairs)} preference pairs drawn from these scores (`judge.testing.demo.pairs`): two "
+        f"responses to one question whose annotators' mean overall scores differ by at least {MIN_DIFFERENCE:g}, "
+        "the better one preferred (a per-criterion preference where a criterion's means differ as much); response "
+        "A is the preferred one in every other pair. They keep the question ids, so a split by question keeps a "
+        "question's pairs with its responses. `judge-train --config demo-pairs` trains on them.",
+        "",
+    ]
     return "\n".join(lines)

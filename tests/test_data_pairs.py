@@ -1,0 +1,185 @@
+"""Preference pairs (judge.data.pairs): the toolkit's own layout, chosen/rejected, VL-RewardBench's
+human_ranking, and every malformed input with the file, line and field its error names."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from judge.core.io import InvalidRecordsError
+from judge.data.pairs import load_pairs, pair_layout
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    (tmp_path / "images").mkdir()
+    for name in ("q.png", "a.png", "b.png"):
+        Image.new("RGB", (8, 8), (10, 20, 30)).save(tmp_path / "images" / name)
+    return tmp_path
+
+
+def _own(**over):
+    rec = {
+        "id": "p1",
+        "task": "SA",
+        "question": [{"type": "text", "text": "Tell a story."}, {"type": "image", "image": "images/q.png"}],
+        "response_a": [{"type": "text", "text": "Once."}, {"type": "image", "image": "images/a.png"}],
+        "response_b": "Twice.",
+        "preferred": "a",
+        "criteria": {"text_quality": "tie", "image_quality": "b"},
+    }
+    rec.update(over)
+    return rec
+
+
+def _write(folder: Path, rows, name="pairs.jsonl") -> Path:
+    path = folder / name
+    path.write_text("\n".join(r if isinstance(r, str) else json.dumps(r) for r in rows) + "\n")
+    return path
+
+
+def test_own_layout_loads_with_images_resolved(folder, rubric):
+    path = _write(folder, [_own(), _own(id="p2", preferred="tie", criteria={}, question_id="q7")])
+    res = load_pairs(path, rubric=rubric)
+    assert [r.id for r in res.records] == ["p1", "p2"]
+    p1 = res.records[0]
+    assert p1.preferences() == {"overall": "a", "text_quality": "tie", "image_quality": "b"}
+    assert p1.images == [str(folder / "images" / "q.png"), str(folder / "images" / "a.png")]
+    assert p1.question_id.startswith("q-")  # filled from the question, as annotations fill theirs
+    assert res.records[1].question_id == "q7" and res.records[1].preferred == "tie"
+
+
+def test_chosen_rejected_layout(folder, rubric):
+    row = {"question": "What is shown?", "image": "images/q.png", "chosen": "A cat.", "rejected": "A dog.",
+           "source": "rlaif"}  # fmt: skip
+    path = _write(folder, [row, {**row, "id": 42, "images": ["images/a.png", "images/b.png"], "image": None}])
+    res = load_pairs(path, rubric=rubric, default_task="SA")
+    first, second = res.records
+    assert pair_layout(row) == "chosen_rejected"
+    assert first.id == "pairs:1" and first.task == "SA" and first.preferred == "a"
+    assert [s.model_dump() for s in first.question] == [
+        {"type": "image", "image": str(folder / "images" / "q.png")},
+        {"type": "text", "text": "What is shown?"},
+    ]
+    assert first.response_a[0].text == "A cat." and first.response_b[0].text == "A dog."
+    assert first.meta == {"source": "rlaif"}
+    assert second.id == "42" and len(second.images) == 2
+
+
+def test_vl_rewardbench_layout(folder, rubric):
+    row = {"id": "RLAIF_1", "query": "Describe.", "response": ["one", "two"], "human_ranking": [1, 0],
+           "image_path": "images/q.png", "models": ["x", "y"]}  # fmt: skip
+    res = load_pairs(_write(folder, [row, {**row, "id": "RLAIF_2", "human_ranking": [0, 1]}]), rubric=rubric,
+                     default_task="SA")  # fmt: skip
+    assert [r.preferred for r in res.records] == ["b", "a"]
+    assert res.records[0].response_a[0].text == "one" and res.records[0].meta == {"models": ["x", "y"]}
+
+
+#: Each malformed record, and what its error must say: (line content, field, words of the message).
+BAD = [
+    ("{not json", None, "not valid JSON"),
+    ("[1, 2]", None, "expected a JSON object"),
+    (_own(id="x1", response_b=None), "response_b", "valid list"),
+    (
+        {k: v for k, v in _own(id="x2").items() if k != "response_b"},
+        "response_b",
+        "required field is missing",
+    ),
+    (_own(id="x3", preferred="A"), "preferred", "'a', 'b' or 'tie'"),
+    (_own(id="p1"), "id", "duplicate id 'p1'; first seen at"),
+    (
+        _own(id="x4", response_b=[{"type": "image", "image": "images/none.png"}]),
+        "response_b[0].image",
+        "does not exist",
+    ),
+    (_own(id="x5", question=[{"type": "image", "image": "../outside.png"}]), "question[0].image", "outside"),
+    (_own(id="x6", criteria={"wit": "a"}), "criteria.wit", "unknown criterion 'wit' for family SA"),
+    (_own(id="x7", criteria={"overall": "a"}), "criteria", "`preferred`"),
+    (_own(id="x8", task="XX"), "task", "unknown task family 'XX'"),
+    (_own(id="x9", task="MSR"), "reference", "shows the reference answer"),
+    (_own(id="x10", extra=1), "extra", "unknown field"),
+    ({"id": "c1", "question": "Q", "chosen": "a", "rejected": "b", "task": "SA"}, None, None),  # valid
+    ({"id": "c2", "question": "Q", "chosen": "a", "task": "SA"}, "rejected", "required field is missing"),
+    ({"id": "c3", "prompt": "Q", "chosen": "a", "rejected": "b"}, "task", "data.pairs_task"),
+    (
+        {"id": "c4", "query": "Q", "chosen": "a", "rejected": "b", "task": "SA", "image": 3},
+        "image",
+        "valid list",
+    ),
+    (
+        {"id": "v1", "query": "Q", "response": ["a"], "human_ranking": [0, 1], "task": "SA"},
+        "response",
+        "two response texts",
+    ),  # fmt: skip
+    (
+        {"id": "v2", "query": "Q", "response": ["a", "b"], "human_ranking": [1, 1], "task": "SA"},
+        "human_ranking",
+        "expected [0, 1]",
+    ),  # fmt: skip
+]
+
+
+def test_every_malformed_record_named_by_file_line_and_field(folder, rubric):
+    path = _write(folder, [_own()] + [row for row, _, _ in BAD])
+    res = load_pairs(path, rubric=rubric, collect=True)
+    assert [r.id for r in res.records] == ["p1", "c1"]
+    by_line = {}
+    for e in res.errors:
+        assert e.file == str(path)
+        by_line.setdefault(e.line, []).append(e)
+    expected = {i + 2: (fld, words) for i, (_, fld, words) in enumerate(BAD) if words is not None}
+    assert sorted(by_line) == sorted(expected)
+    for line, (fld, words) in expected.items():
+        errs = by_line[line]
+        assert any(e.field == fld and words in e.message for e in errs), (line, [str(e) for e in errs])
+
+
+def test_raises_with_every_problem_unless_collected(folder, rubric):
+    path = _write(folder, [_own(), _own(id="p1"), _own(id="y", preferred="maybe")])
+    with pytest.raises(InvalidRecordsError) as e:
+        load_pairs(path, rubric=rubric)
+    text = str(e.value)
+    assert "2 invalid pair records" in text
+    assert f"{path}:2, record 'p1': field 'id': duplicate id 'p1'" in text
+    assert f"{path}:3, record 'y': field 'preferred'" in text
+    assert [r.id for r in load_pairs(path, rubric=rubric, skip_invalid=True).records] == ["p1"]
+
+
+def test_duplicate_ids_across_files_and_an_empty_file(folder, rubric):
+    one = _write(folder, [_own()], "one.jsonl")
+    two = _write(folder, [_own()], "two.jsonl")
+    errs = load_pairs([one, two], rubric=rubric, collect=True).errors
+    assert len(errs) == 1 and errs[0].file == str(two) and f"first seen at {one}:1" in errs[0].message
+    (folder / "empty.jsonl").write_text("\n")
+    errs = load_pairs(folder / "empty.jsonl", collect=True).errors
+    assert "holds no records" in errs[0].message
+
+
+def test_root_replaces_the_file_folder(folder, rubric, tmp_path_factory):
+    other = tmp_path_factory.mktemp("elsewhere")
+    path = _write(other, [_own()])
+    assert load_pairs(path, rubric=rubric, collect=True).errors  # images/ is not beside the file
+    assert load_pairs(path, rubric=rubric, root=folder).records[0].images[0] == str(
+        folder / "images" / "q.png"
+    )
+
+
+def test_pairs_and_annotations_of_one_question_share_a_split(small_demo, rubric):
+    from judge.core.io import load_annotations
+    from judge.data.split import split_questions, split_records
+
+    anns = load_annotations(small_demo, rubric=rubric).records
+    assignment = split_questions(anns, (0.5, 0.25, 0.25), seed=0)
+    pair_rows = [
+        {"id": f"pair-{r.id}", "task": r.task, "question_id": r.question_id,
+         "question": [s.model_dump() for s in r.question], "response_a": [s.model_dump() for s in r.response],
+         "response_b": "short", "preferred": "a", "reference": r.reference and [s.model_dump() for s in r.reference]}
+        for r in anns
+    ]  # fmt: skip
+    pairs = load_pairs(_write(small_demo.parent, pair_rows, "split-pairs.jsonl"), rubric=rubric).records
+    split = split_records(pairs, assignment=assignment)
+    for name, recs in split.items():
+        assert recs and all(assignment[p.question_id] == name for p in recs)
