@@ -1,6 +1,6 @@
 """Per-family CPU timings, side by side in one run: one LoRA training step and scoring N responses, for each
-family's tiny model (``tiny``: InternVL, ``tiny-qwen2.5-vl``: Qwen2.5-VL, ``tiny-llava-onevision``:
-LLaVA-OneVision, ``tiny-smolvlm``: SmolVLM, ``tiny-gemma3``: Gemma 3).
+family's tiny model (``tiny``: InternVL, ``tiny-qwen2.5-vl``: Qwen2.5-VL, ``tiny-qwen3-vl``: Qwen3-VL,
+``tiny-llava-onevision``: LLaVA-OneVision, ``tiny-smolvlm``: SmolVLM, ``tiny-gemma3``: Gemma 3).
 
     python scripts/bench_families.py                       # 100 responses, 3 repeats, median
     python scripts/bench_families.py --responses 10 --repeats 1 --out /tmp/f.json
@@ -11,7 +11,8 @@ family), through :class:`~judge.models.readout.ExpectedScorer` on the shared-pre
 path needs FlexAttention's compilation), as ``judge-score`` scores. Training step: LoRA on the language model
 (the registry's pattern), a batch of examples with images (the judge prompt and its score target, loss on
 the target), forward, backward and one AdamW step. Each figure is the median of ``--repeats`` runs after
-one warm-up; one intra-op thread, so the families compare on equal terms on a shared machine. Prints a
+one warm-up, the families timed in turns (every repeat times each of them once, so a load that comes and
+goes falls on all alike); one intra-op thread. Prints a
 table and writes JSON (``--out``).
 """
 
@@ -28,7 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _bench_common as common  # noqa: E402
 
-FAMILIES = ("tiny", "tiny-qwen2.5-vl", "tiny-llava-onevision", "tiny-smolvlm", "tiny-gemma3")
+FAMILIES = ("tiny", "tiny-qwen2.5-vl", "tiny-qwen3-vl", "tiny-llava-onevision", "tiny-smolvlm", "tiny-gemma3")
 
 
 def requests(rubric, n: int):
@@ -83,17 +84,15 @@ def train_batch(processor, rubric, batch: int):
     return inputs
 
 
-def time_it(fn, repeats: int) -> float:
-    fn()  # warm-up
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+def timed(fn) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
 
 
-def bench(name: str, rubric, responses: int, repeats: int, batch: int) -> dict:
+def prepare(name: str, rubric, responses: int, batch: int) -> dict:
+    """``name``'s tiny model ready to time: its scoring call and its LoRA training step (both warmed up once),
+    and what the row reports about them."""
     import torch
     from peft import LoraConfig, get_peft_model
 
@@ -113,10 +112,12 @@ def bench(name: str, rubric, responses: int, repeats: int, batch: int) -> dict:
         for _ in scorer.score(reqs):
             pass
 
-    score_s = time_it(score, repeats)
+    score()  # warm-up
 
+    # Training on a second copy: LoRA wraps the model it adapts, and scoring times the plain base.
+    train_model, _ = build_tiny_scorer(seed=0, name=name)
     peft_model = get_peft_model(
-        model, LoraConfig(r=16, lora_alpha=32, lora_dropout=0.0, target_modules=family.lora_pattern())
+        train_model, LoraConfig(r=16, lora_alpha=32, lora_dropout=0.0, target_modules=family.lora_pattern())
     )
     peft_model.train()
     opt = torch.optim.AdamW([p for p in peft_model.parameters() if p.requires_grad], lr=1e-4)
@@ -128,19 +129,47 @@ def bench(name: str, rubric, responses: int, repeats: int, batch: int) -> dict:
         opt.step()
         opt.zero_grad(set_to_none=True)
 
-    step_s = time_it(step, repeats)
+    step()  # warm-up
     return {
-        "model": name,
-        "family": family.name,
-        "parameters": n_params,
-        "train_step_s": step_s,
-        "train_batch": batch,
-        "train_tokens": int(inputs["attention_mask"].sum()),
-        "score_s": score_s,
-        "responses": responses,
-        "criterion_prompts": n_seqs,
-        "responses_per_s": responses / score_s,
+        "score": score,
+        "step": step,
+        "row": {
+            "model": name,
+            "family": family.name,
+            "parameters": n_params,
+            "train_batch": batch,
+            "train_tokens": int(inputs["attention_mask"].sum()),
+            "responses": responses,
+            "criterion_prompts": n_seqs,
+        },
     }
+
+
+def bench_all(names: list[str], rubric, responses: int, repeats: int, batch: int) -> list[dict]:
+    """Time every family in turns: each repeat times every model's scoring and training step once, so a load
+    that comes and goes on the machine falls on all of them alike (one after the other, the last families
+    measured would carry what the first did not). The median of the repeats per model."""
+    ready = [prepare(name, rubric, responses, batch) for name in names]
+    score_t: list[list[float]] = [[] for _ in ready]
+    step_t: list[list[float]] = [[] for _ in ready]
+    for _ in range(repeats):
+        for i, r in enumerate(ready):
+            score_t[i].append(timed(r["score"]))
+            step_t[i].append(timed(r["step"]))
+    rows = []
+    for r, sc, st in zip(ready, score_t, step_t, strict=True):
+        score_s, step_s = statistics.median(sc), statistics.median(st)
+        rows.append(
+            {
+                **r["row"],
+                "train_step_s": step_s,
+                "score_s": score_s,
+                "responses_per_s": r["row"]["responses"] / score_s,
+                "train_step_times_s": st,
+                "score_times_s": sc,
+            }
+        )
+    return rows
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -168,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
 
     torch.set_num_threads(args.threads)
     rubric = load_rubric("mmie")
-    rows = [bench(name, rubric, args.responses, args.repeats, args.batch) for name in args.models]
+    rows = bench_all(list(args.models), rubric, args.responses, args.repeats, args.batch)
     print(f"CPU, {args.threads} thread(s), median of {args.repeats}")
     print(
         f"| model | family | params | train step (batch {args.batch}) s | score {args.responses} responses s |"

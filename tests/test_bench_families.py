@@ -19,6 +19,7 @@ def test_bench_families_runs_with_a_tiny_workload(tmp_path):
     assert [row["family"] for row in data["rows"]] == [
         "internvl",
         "qwen2.5-vl",
+        "qwen3-vl",
         "llava-onevision",
         "smolvlm",
         "gemma3",
