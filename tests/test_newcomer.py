@@ -63,11 +63,12 @@ def test_train_help_names_the_shipped_configs_and_the_keys_set_takes():
     from judge.train.config import RunConfig, TrainConfig
 
     text = " ".join(_help("judge.cli.train").split())
-    shipped = "demo, rubric6, rubric6-llava-ov-0.5b, rubric6-qwen2.5vl-3b, rubric6-qwen3vl-4b"
+    shipped = "demo, demo-pairs, rubric6, rubric6-llava-ov-0.5b, rubric6-qwen2.5vl-3b, rubric6-qwen3vl-4b"
     assert f"Shipped run configs (--config NAME, from any folder): {shipped}." in text
     for name in ("rubric6-qwen2.5vl-3b", "rubric6-qwen3vl-4b"):  # each described, not only listed
         assert f"{name} and" in text or f"and {name}:" in text, name
     assert "rubric6-llava-ov-0.5b on llava-hf/llava-onevision-qwen2-0.5b-ov-hf" in text
+    assert "demo-pairs: the same model on the demo set's preference pairs" in text
     for key in TrainConfig.model_fields:
         assert key in text, key
     for section in ("data", "model", "lora", "train", "eval", "logging"):
