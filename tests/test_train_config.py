@@ -197,3 +197,45 @@ def test_resume_without_checkpoint_is_an_error(tmp_path, capsys, small_demo):
         capsys, "--resume", "--set", f"data.annotations=[{small_demo}]", "--set", f"output_dir={tmp_path}"
     )
     assert code == 2 and "no checkpoint" in err
+
+
+@pytest.mark.parametrize(
+    "metric", ["wit_pairs_accuracy", "text_quality_pairs_accuracy", "pairs_accuracy_mae"]
+)
+def test_best_metric_the_run_never_reports_is_refused_first(tmp_path, capsys, metric):
+    # An unknown criterion, one data.criteria (overall) does not select, a pairs metric with a correlation
+    # suffix: refused before the data build, naming the option and what is
+    # available (Trainer would fail with a KeyError at the first evaluation).
+    code, err = _cli(
+        capsys,
+        "--config",
+        "demo-pairs",
+        "--set",
+        f"eval.best_metric={metric}",
+        "--set",
+        f"output_dir={tmp_path}",
+    )
+    assert code == 2 and "eval.best_metric" in err and "available: pairs_accuracy" in err, err
+    assert "Traceback" not in err and not (tmp_path / "data").exists()
+
+
+def test_available_metrics_follow_criteria_and_direction():
+    from judge.core.rubric import load_rubric
+    from judge.train.config import available_metrics, check_best_metric
+
+    _, cfg = load_run_config("demo-pairs", {"data.criteria": "all"})
+    avail = available_metrics(cfg, load_rubric(cfg.rubric))
+    assert "text_quality_pairs_accuracy" in avail and "overall_pairs_accuracy" in avail
+    assert not any(m.endswith(("_mae", "_spearman")) for m in avail)  # pairs only: no correlations
+    _, cfg = load_run_config("demo", {"eval.best_metric": "SA/overall_mae"})
+    check_best_metric(cfg, load_rubric(cfg.rubric))
+    assert not cfg.eval.greater  # lower is better for an error
+    _, cfg = load_run_config("demo-pairs", {"eval.best_metric": "overall_pairs_accuracy"})
+    assert cfg.eval.greater
+
+
+@pytest.mark.parametrize("option", ["beta", "tie_strength", "weight"])
+@pytest.mark.parametrize("value", ["inf", "1e400", "-inf"])
+def test_pair_loss_options_must_be_finite(option, value):
+    with pytest.raises(ConfigError, match=rf"train\.pairs\.{option}: Input should be a finite number"):
+        load_run_config("demo-pairs", parse_overrides([f"train.pairs.{option}={value}"]))

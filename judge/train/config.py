@@ -16,6 +16,7 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from judge.core.errors import ConfigError, invalid
+from judge.core.rubric import OVERALL, Rubric
 from judge.core.schema import StrictModel
 from judge.data.config import DataConfig, apply_overrides, check_sections, read_config
 from judge.models import BATCH_TOKENS
@@ -75,14 +76,19 @@ class PairLossConfig(StrictModel):
     weight: float = Field(
         1.0,
         ge=0,
+        allow_inf_nan=False,  # an infinite weight makes an infinite loss, blamed on the learning rate
         description="Weight of the pairwise loss beside the SFT loss (when both kinds of labels exist).",
     )
     beta: float = Field(
-        1.0, gt=0, description="Scale of the expected-score difference (logits per scale point)."
+        1.0,
+        gt=0,
+        allow_inf_nan=False,
+        description="Scale of the expected-score difference (logits per scale point).",
     )
     tie_strength: float = Field(
         1.0,
         ge=0,
+        allow_inf_nan=False,
         description="Davidson's tie parameter nu: P(tie) = nu / (e^(d/2) + e^(-d/2) + nu). 0: Bradley-Terry, "
         "no ties allowed.",
     )
@@ -264,6 +270,51 @@ class RunConfig(StrictModel):
     @property
     def train_seed(self) -> int:
         return self.seed if self.train.seed is None else self.train.seed
+
+
+def available_metrics(cfg: RunConfig, rubric: Rubric) -> list[str]:
+    """Every metric a validation of this run can report (so ``eval.best_metric`` may name it): the
+    correlations ``<overall|all|FAMILY/all|FAMILY/CRITERION>_<eval.metrics>`` with data.annotations, the pair
+    accuracies (``pairs_accuracy``, ``pairs_accuracy_with_ties``, ``<criterion>_pairs_accuracy``) with
+    data.pairs; criteria as data.criteria selects them."""
+    from judge.data.sft import selected_criteria
+
+    selected = {
+        f: selected_criteria(fam.criterion_ids, cfg.data.criteria) for f, fam in rubric.families.items()
+    }
+    out: list[str] = []
+    if cfg.data.annotations:
+        groups = ["all"] + ([OVERALL] if any(OVERALL in c for c in selected.values()) else [])
+        for f, crits in selected.items():
+            groups += [f"{f}/all"] * bool(crits) + [f"{f}/{c}" for c in crits]
+        out += [f"{g}_{m}" for g in groups for m in cfg.eval.metrics]
+    if cfg.data.pairs:
+        crits = sorted({c for cs in selected.values() for c in cs})
+        out += ["pairs_accuracy", "pairs_accuracy_with_ties"] + [f"{c}_pairs_accuracy" for c in crits]
+    return out
+
+
+def check_best_metric(cfg: RunConfig, rubric: Rubric) -> None:
+    """Refuse an ``eval.best_metric`` the run's validation never reports (Trainer would fail with a KeyError
+    at the first evaluation, the steps done lost)."""
+    if cfg.eval.strategy == "no":
+        return
+    avail = available_metrics(cfg, rubric)
+    if cfg.eval.best_metric in avail:
+        return
+    pairs = [m for m in avail if "pairs_accuracy" in m]
+    corr = sorted({m.rsplit("_", 1)[0] for m in avail if m not in pairs})
+    parts = []
+    if corr:
+        parts.append(
+            f"<{'|'.join(corr[:12])}{'|...' if len(corr) > 12 else ''}>_<{'|'.join(cfg.eval.metrics)}>"
+        )
+    parts += pairs
+    raise ConfigError(
+        f"eval.best_metric {cfg.eval.best_metric!r} is not a metric this run's validation reports "
+        f"(rubric {rubric.name!r}, data.criteria {cfg.data.criteria!r}, eval.metrics {cfg.eval.metrics}); "
+        f"available: {', '.join(parts)}"
+    )
 
 
 def load_run_config(path: str | Path, overrides: Mapping[str, Any] | None = None) -> tuple[Path, RunConfig]:

@@ -39,7 +39,7 @@ from typing import Any
 from judge.core.errors import ConfigError, JudgeError
 from judge.core.rubric import load_rubric
 from judge.data.config import DataSections, check_data_paths
-from judge.train.config import RunConfig, load_run_config, override_run_config
+from judge.train.config import RunConfig, check_best_metric, load_run_config, override_run_config
 from judge.train.judge_folder import judge_card, save_judge
 from judge.train.launch import (
     check_distributed,
@@ -479,6 +479,7 @@ def train_judge(
     if resume and resume_from is None:
         raise ConfigError(f"`resume`: no checkpoint in {checkpoints} to resume from")
     rubric = load_rubric(cfg.rubric)
+    check_best_metric(cfg, rubric)  # before the data build and the model load
     data_path = prepare_data(cfg, config_path, data_dir)
 
     from transformers import ProgressCallback, set_seed
