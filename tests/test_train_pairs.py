@@ -173,3 +173,20 @@ def test_pair_accuracy_counts_ties_as_the_judge_benchmarks_do(rubric):
     assert m["pairs_accuracy"] == pytest.approx((1.0 + 0.0 + 0.5) / 3)
     assert m["pairs_accuracy_with_ties"] == pytest.approx((1 + 0 + 0 + 1 + 0) / 5)
     assert m["pairs_n"] == 5 and m["pairs_ties"] == 2 and m["overall_pairs_accuracy"] == m["pairs_accuracy"]
+
+
+def test_a_pair_over_the_token_budget_is_refused_by_the_build(small_demo, demo_pairs, tmp_path):
+    # As an SFT example over data.max_tokens: refused by the build, naming file, line and pair, before any
+    # step (the collator would only meet it when its batch came up, mid-training).
+    from judge.data.sft import BudgetError
+
+    rows = [json.loads(line) for line in demo_pairs.read_text().splitlines()]
+    rows[4]["response_a"] = [{"type": "text", "text": "word " * 3000}, *rows[4]["response_a"]]
+    long = tmp_path / "long.jsonl"
+    long.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "run"
+    with pytest.raises(
+        BudgetError, match=rf"long\.jsonl:5: pair {rows[4]['id']!r} response A .* over data\.max_tokens"
+    ):
+        train_judge("demo", overrides=_overrides(small_demo, long, out, **{"data.max_tokens": 1024}))
+    assert not (out / "checkpoints").exists()

@@ -13,7 +13,13 @@ from judge.core.errors import JudgeError
 from judge.core.io import LoadResult, load_annotations
 from judge.core.rubric import load_rubric
 from judge.data.config import DataSections
-from judge.data.pair_examples import PAIRS_DIR, build_pair_examples, pairs_hash, write_pairs
+from judge.data.pair_examples import (
+    PAIRS_DIR,
+    build_pair_examples,
+    check_pair_tokens,
+    pairs_hash,
+    write_pairs,
+)
 from judge.data.pairs import load_pairs
 from judge.data.sft import build_examples, compute_stats, count_tokens, data_hash, write_sft
 from judge.data.split import SPLITS, split_questions
@@ -76,6 +82,8 @@ def build_sft_dataset(
         )
         if bar:
             bar.close()
+        # A pair over the budget is refused here, as an SFT example is, not when its batch comes up.
+        check_pair_tokens(pair_examples, pair_records, processor, cfg.max_tokens)
     build.stats = compute_stats(build)
     build.stats["skipped_records"] = [e.to_dict() for e in loaded.errors + pairs.errors]
     out = Path(out_dir) if out_dir else sections.data_dir

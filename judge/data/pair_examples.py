@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,7 @@ from judge.core.rubric import Rubric
 from judge.core.template import build_judge_prompt
 from judge.data.config import DataConfig
 from judge.data.pairs import PairRecord
-from judge.data.sft import BudgetError, selected_criteria
+from judge.data.sft import BudgetError, _length, selected_criteria
 from judge.data.split import SPLITS, split_records
 
 PAIRS_DIR = "pairs"
@@ -69,6 +69,44 @@ def build_pair_examples(
                     }
                 )
     return examples, split
+
+
+def check_pair_tokens(
+    examples: dict[str, list[dict]],
+    records: dict[str, list[PairRecord]],
+    processor,
+    max_tokens: int | None,
+    progress: Callable[[int], None] | None = None,
+) -> None:
+    """Refuse, at the build, a pair side over ``max_tokens`` (its prompt as the scorer renders it, images
+    expanded), naming the pair's file, line and id: the collator would only find it when its batch comes up,
+    mid-training. A pair is read at the score position, so no tile fallback: images are never shrunk."""
+    if max_tokens is None:
+        return
+    from judge.core.images import open_image
+
+    source = {p.id: p._source for recs in records.values() for p in recs}
+    image_token_id = getattr(processor, "image_token_id", None)
+    for split in SPLITS:
+        cache: dict[str, Any] = {}
+        for ex in examples[split]:
+            for side in ("a", "b"):
+                paths = ex[f"images_{side}"]
+                images = [cache.setdefault(p, open_image(p)) for p in paths if p] if paths else []
+                text = processor.apply_chat_template(
+                    ex[f"prompt_{side}"], add_generation_prompt=True, tokenize=False
+                )
+                n, _ = _length(processor, text, images, image_token_id, None)
+                if n > max_tokens:
+                    loc = source.get(ex["pair_id"])
+                    where = f"{loc.file}:{loc.line}: " if loc is not None and loc.file else ""
+                    raise BudgetError(
+                        f"{where}pair {ex['pair_id']!r} response {side.upper()} ({ex['criterion']}) is {n} tokens "
+                        f"(images expanded), over data.max_tokens={max_tokens}; raise the budget or shorten the "
+                        "pair (images are never dropped and image tokens never truncated)"
+                    )
+            if progress:
+                progress(1)
 
 
 def pairs_hash(pairs: Sequence[PairRecord]) -> str:
