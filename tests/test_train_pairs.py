@@ -190,3 +190,22 @@ def test_a_pair_over_the_token_budget_is_refused_by_the_build(small_demo, demo_p
     ):
         train_judge("demo", overrides=_overrides(small_demo, long, out, **{"data.max_tokens": 1024}))
     assert not (out / "checkpoints").exists()
+
+
+def test_validation_pairs_all_ties_refuse_pairs_accuracy_as_best_metric(small_demo, demo_pairs, tmp_path):
+    # pairs_accuracy is over the non-tie pairs: with ties only it is undefined, and the run must not keep a
+    # "best" checkpoint by a placeholder (it logged -1 and kept checkpoint-1): refused before the model loads.
+    from judge.core.errors import ConfigError
+
+    rows = [json.loads(line) for line in demo_pairs.read_text().splitlines()]
+    for r in rows:
+        r["preferred"], r["criteria"] = "tie", {}
+    ties = tmp_path / "ties.jsonl"
+    ties.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "run"
+    over = {"eval.strategy": "steps", "eval.steps": 1, "eval.best_metric": "pairs_accuracy"}
+    with pytest.raises(
+        ConfigError, match=r"eval\.best_metric 'pairs_accuracy' is undefined .* pairs_accuracy_with_ties"
+    ):
+        train_judge("demo", overrides=_overrides(small_demo, ties, out, **over))
+    assert not (out / "checkpoints").exists()

@@ -118,6 +118,36 @@ class PairValidationSet:
         return out
 
 
+def check_pair_metric_defined(best_metric: str, rows) -> None:
+    """Refuse a pair ``eval.best_metric`` that the validation split cannot define: ``pairs_accuracy`` (or a
+    criterion's) is over the pairs humans did not call a tie, so with ties only it is undefined, and Trainer
+    would keep a checkpoint by a placeholder. ``rows``: the validation split's pair examples."""
+    from judge.core.errors import ConfigError
+
+    if best_metric not in PAIR_METRICS and not best_metric.endswith("_pairs_accuracy"):
+        return
+    if best_metric == "pairs_accuracy_with_ties":
+        return
+    crit = None if best_metric == "pairs_accuracy" else best_metric[: -len("_pairs_accuracy")]
+    n = len(rows) if rows is not None else 0
+    decided = (
+        sum(
+            p != "tie" and (crit is None or c == crit)
+            for p, c in zip(rows["preferred"], rows["criterion"], strict=True)
+        )
+        if n
+        else 0
+    )
+    if decided == 0:
+        which = "pairs" if crit is None else f"pairs on {crit}"
+        raise ConfigError(
+            f"eval.best_metric {best_metric!r} is undefined on this run's validation split: its {n} pair "
+            f"examples hold no {which} that humans did not call a tie (the accuracy is over those); use "
+            "eval.best_metric: pairs_accuracy_with_ties (every pair counts), or give the validation split "
+            "pairs with a preference"
+        )
+
+
 def _mean(xs: Sequence[float]) -> float | None:
     return sum(xs) / len(xs) if xs else None
 
@@ -153,4 +183,11 @@ def run_all_validation(v: Validation, model, processor, **kw: Any) -> tuple[dict
     return metrics, time.perf_counter() - t0
 
 
-__all__ = ["PAIR_METRICS", "PairValidationSet", "Validation", "build_validation", "run_all_validation"]
+__all__ = [
+    "PAIR_METRICS",
+    "check_pair_metric_defined",
+    "PairValidationSet",
+    "Validation",
+    "build_validation",
+    "run_all_validation",
+]

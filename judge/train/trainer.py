@@ -53,7 +53,12 @@ from judge.train.launch import (
 )
 from judge.train.loss import labels_only_loss
 from judge.train.model import build_model, liger_on
-from judge.train.pair_validation import Validation, build_validation, run_all_validation
+from judge.train.pair_validation import (
+    Validation,
+    build_validation,
+    check_pair_metric_defined,
+    run_all_validation,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -490,6 +495,8 @@ def train_judge(
     set_seed(cfg.train_seed)
     dd = load_sft_dataset(data_path)
     pairs = load_pair_dataset(data_path)  # None without data.pairs
+    if cfg.eval.strategy != "no":  # a best metric the split cannot define: refused before the model
+        check_pair_metric_defined(cfg.eval.best_metric, pairs["validation"] if pairs else None)
     validation = build_validation(dd["validation"], pairs["validation"] if pairs else None, rubric)
     model, processor, dtype = build_model(cfg)
 
