@@ -209,3 +209,20 @@ def test_validation_pairs_all_ties_refuse_pairs_accuracy_as_best_metric(small_de
     ):
         train_judge("demo", overrides=_overrides(small_demo, ties, out, **over))
     assert not (out / "checkpoints").exists()
+
+
+def test_the_card_of_a_pairs_only_run_records_the_pairs(pairs_run):
+    # Not the hash of empty input with 0 examples (two judges on different pair files looked alike).
+    out, _ = pairs_run
+    manifest = json.loads((out / "data" / "manifest.json").read_text())
+    data = json.loads((out / "judge" / "judge_card.json").read_text())["data"]
+    assert data["hash"] is None and data["annotation_files"] == []
+    p = manifest["pairs"]
+    assert data["pairs"] == {
+        "hash": p["hash"],
+        "files": p["files"],
+        "examples": p["counts"],
+        "records": p["records"],
+        "ties": p["ties"],
+    }
+    assert len(data["pairs"]["hash"]) == 64 and data["pairs"]["records"]["train"] > 0

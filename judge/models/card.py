@@ -56,14 +56,25 @@ class CardRubric(_CardPart):
     hash: str = Field(min_length=1)
 
 
+class CardPairs(_CardPart):
+    """The preference pairs a judge was trained on (the manifest's ``pairs`` entry)."""
+
+    hash: str  #: SHA-256 over the pairs (judge.data.pair_examples.pairs_hash)
+    files: list[str]
+    examples: dict[str, int]  #: pair examples (pair, criterion) per split
+    records: dict[str, int]  #: pairs per split
+    ties: dict[str, int]  #: tie examples per split
+
+
 class CardData(_CardPart):
     """The SFT dataset the judge was trained on (from its ``manifest.json``)."""
 
-    hash: str
+    hash: str | None  #: the annotations' hash; None for a run on pairs alone (no annotations to hash)
     examples: dict[str, int]  #: examples per split
     records: dict[str, int]  #: annotation records per split
     annotation_files: list[str]
     dataset: str  #: the dataset folder
+    pairs: CardPairs | None = None  #: with data.pairs
 
 
 class Distribution(_CardPart):

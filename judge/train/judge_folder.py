@@ -13,6 +13,7 @@ from pathlib import Path
 from judge.core.rubric import Rubric
 from judge.models.card import (
     CardData,
+    CardPairs,
     CardRubric,
     CardTraining,
     CardValidation,
@@ -49,11 +50,13 @@ def judge_card(
         scale=rubric.scale.values,
         target_format=cfg.data.target,
         data=CardData(
-            hash=manifest["data_hash"],
+            # A run on pairs alone has no annotations: no hash of nothing that two pair sets would share.
+            hash=manifest["data_hash"] if manifest["annotation_files"] else None,
             examples=manifest["counts"],
             records=manifest["records"],
             annotation_files=manifest["annotation_files"],
             dataset=str(data_path),
+            pairs=_card_pairs(manifest.get("pairs")),
         ),
         config_file=str(config_path) if config_path is not None else None,
         config=cfg.model_dump(mode="json"),
@@ -178,3 +181,16 @@ def unpartitioned_loading():
         yield
     finally:
         hf_deepspeed._hf_deepspeed_config_weak_ref = ref
+
+
+def _card_pairs(entry: dict | None) -> CardPairs | None:
+    """The manifest's ``pairs`` entry as the card records it (None without data.pairs)."""
+    if not entry:
+        return None
+    return CardPairs(
+        hash=entry["hash"],
+        files=list(entry["files"]),
+        examples=entry["counts"],
+        records=entry["records"],
+        ties=entry["ties"],
+    )
