@@ -226,3 +226,36 @@ def test_the_card_of_a_pairs_only_run_records_the_pairs(pairs_run):
         "ties": p["ties"],
     }
     assert len(data["pairs"]["hash"]) == 64 and data["pairs"]["records"]["train"] > 0
+
+
+def test_pair_counts_are_per_pair_with_several_criteria(rubric):
+    """With data.criteria beyond overall a pair carries several preferences: pairs_n / pairs_ties count pairs,
+    pairs_accuracy weighs each pair once (the mean over its criteria), the per-criterion accuracies and
+    pairs_comparisons count (pair, criterion) preferences."""
+    from judge.train.pair_validation import PairValidationSet
+    from judge.train.validation import ValidationRow
+
+    high, low = [0, 0, 0, 0, 0, 0.5, 0.5], [0.5, 0.5, 0, 0, 0, 0, 0]
+    prefs = [
+        ("p1", "overall", "a"),
+        ("p1", "text_quality", "b"),
+        ("p1", "image_quality", "a"),
+        ("p2", "overall", "tie"),
+    ]
+    rows = [
+        {"pair_id": p, "task": "SA", "criterion": c, "preferred": h, "prompt_a": [], "prompt_b": [],
+         "images_a": [], "images_b": [], "max_patches": None}
+        for p, c, h in prefs
+    ]  # fmt: skip
+    pset = PairValidationSet(rows, rubric)
+    assert len(pset) == 2
+    scored = [  # the judge prefers A on every criterion of p1, is undecided on p2
+        ValidationRow(f"{p}::{side}", "SA", c, 0.0, 0.0, dist)
+        for p, c, _ in prefs
+        for side, dist in (("a", high if p == "p1" else low), ("b", low))
+    ]
+    m = pset.metrics(scored)
+    assert m["pairs_n"] == 2 and m["pairs_ties"] == 1 and m["pairs_comparisons"] == 4
+    assert m["pairs_accuracy"] == pytest.approx(2 / 3)  # p1 only: 2 of its 3 preferences right
+    assert m["pairs_accuracy_with_ties"] == pytest.approx((2 / 3 + 1) / 2)  # p2's tie matched by undecided
+    assert m["text_quality_pairs_accuracy"] == 0.0 and m["overall_pairs_accuracy"] == 1.0

@@ -7,10 +7,15 @@ benchmarks read it (:func:`judge.benchmarks.judging.pair_verdict`: over 0.5 the 
 second, exactly 0.5 undecided). Ties as the judge benchmarks' strict mode counts them (MLLM-as-a-Judge's
 pair split):
 
-* ``pairs_accuracy``: the pairs humans did not call a tie; a right verdict earns 1, an undecided one 1/2;
-* ``pairs_accuracy_with_ties``: every pair, a verdict right only when it is the humans' (a tie only for an
-  undecided verdict);
-* ``<criterion>_pairs_accuracy`` per criterion (as ``pairs_accuracy``), ``pairs_n`` and ``pairs_ties``.
+* ``<criterion>_pairs_accuracy``: per criterion, over the (pair, criterion) preferences humans did not call a
+  tie; a right verdict earns 1, an undecided one 1/2;
+* ``pairs_accuracy``: per pair, the mean of what its non-tie preferences earn (as above), averaged over the
+  pairs with at least one (each pair weighs one, whatever its number of criteria);
+* ``pairs_accuracy_with_ties``: per pair, the share of its preferences the verdict matches exactly (a tie only
+  for an undecided verdict), averaged over every pair;
+* ``pairs_n`` (pairs), ``pairs_ties`` (pairs whose every preference is a tie) and ``pairs_comparisons``
+  ((pair, criterion) preferences). With ``data.criteria: overall`` a pair has one preference, and each per-pair
+  figure is the plain count or share over the pairs.
 """
 
 from __future__ import annotations
@@ -65,7 +70,8 @@ class PairValidationSet:
         self.values = rubric.scale.values
 
     def __len__(self) -> int:
-        return len(self.pairs)
+        """The pairs (one may carry several criteria's preferences)."""
+        return len({pair_id for pair_id, _, _ in self.pairs})
 
     def verdicts(self, rows: Sequence[ValidationRow]) -> list[str]:
         """The judge's verdict on each pair (:data:`FIRST`, :data:`SECOND`, :data:`UNDECIDED`) from its scored
@@ -97,21 +103,24 @@ class PairValidationSet:
     def metrics(self, rows: Sequence[ValidationRow]) -> dict[str, float | None]:
         """The metrics of the module doc from the scored sides."""
         credit: dict[str, list[float]] = defaultdict(list)
-        exact: list[float] = []
-        ties = 0
+        # Per pair first (a pair weighs one whatever its criteria count), then over the pairs.
+        per_pair: dict[str, list[float]] = defaultdict(list)
+        per_pair_exact: dict[str, list[float]] = defaultdict(list)
         verdicts = self.verdicts(rows)
-        for (_, crit, preferred), verdict, c in zip(self.pairs, verdicts, self.credits(rows), strict=True):
-            exact.append(float(verdict == _HUMAN[preferred]))
-            if c is None:
-                ties += 1
-                continue
-            credit[crit].append(c)
-        pooled = [x for xs in credit.values() for x in xs]
+        for (pair_id, crit, preferred), verdict, c in zip(
+            self.pairs, verdicts, self.credits(rows), strict=True
+        ):
+            per_pair_exact[pair_id].append(float(verdict == _HUMAN[preferred]))
+            if c is not None:
+                credit[crit].append(c)
+                per_pair[pair_id].append(c)
+        pair_ids = list(per_pair_exact)
         out: dict[str, float | None] = {
-            "pairs_accuracy": _mean(pooled),
-            "pairs_accuracy_with_ties": _mean(exact),
-            "pairs_n": float(len(self.pairs)),
-            "pairs_ties": float(ties),
+            "pairs_accuracy": _mean([m for p in pair_ids if (m := _mean(per_pair[p])) is not None]),
+            "pairs_accuracy_with_ties": _mean([_mean(per_pair_exact[p]) or 0.0 for p in pair_ids]),
+            "pairs_n": float(len(pair_ids)),
+            "pairs_ties": float(sum(not per_pair[p] for p in pair_ids)),
+            "pairs_comparisons": float(len(self.pairs)),
         }
         for crit in sorted(credit):
             out[f"{crit}_pairs_accuracy"] = _mean(credit[crit])
