@@ -183,3 +183,20 @@ def test_pairs_and_annotations_of_one_question_share_a_split(small_demo, rubric)
     split = split_records(pairs, assignment=assignment)
     for name, recs in split.items():
         assert recs and all(assignment[p.question_id] == name for p in recs)
+
+
+def test_id_less_exports_with_one_file_name_in_two_folders_do_not_collide(folder, rubric):
+    # Two `train.jsonl` exports without ids: named by their path relative to the common folder, not both
+    # `train:1` (the second file was refused as a duplicate).
+    row = {"question": "What is shown?", "chosen": "A cat.", "rejected": "A dog."}
+    (folder / "rlaif").mkdir()
+    (folder / "vlfeedback").mkdir()
+    a = _write(folder / "rlaif", [row], name="train.jsonl")
+    b = _write(folder / "vlfeedback", [row], name="train.jsonl")
+    res = load_pairs([a, b], rubric=rubric, default_task="SA")
+    assert [r.id for r in res.records] == ["rlaif/train:1", "vlfeedback/train:1"]
+    other = _write(folder, [row], name="other.jsonl")  # distinct stems keep the short name
+    assert [r.id for r in load_pairs([a, other], rubric=rubric, default_task="SA").records] == [
+        "train:1",
+        "other:1",
+    ]

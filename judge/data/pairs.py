@@ -13,7 +13,8 @@ apart per record by their fields:
 
 * ``chosen`` / ``rejected`` (RLAIF-V, VLFeedback-style exports): the prompt under ``question``, ``prompt``
   or ``query``; its images under ``image`` (one path) or ``images`` (a list), placed before the prompt's
-  text; ``chosen`` becomes response A and is preferred. ``id`` optional (``<file stem>:<line>``).
+  text; ``chosen`` becomes response A and is preferred. ``id`` optional (``<file stem>:<line>``; when two files
+  share a stem, the file's path without suffix relative to the files' common folder, ``a/train:3``).
 * VL-RewardBench (:mod:`judge.benchmarks.vl_rewardbench`): ``id``, ``query``, ``response`` (two texts),
   ``human_ranking`` (``[0, 1]``: ``response[0]`` preferred; ``[1, 0]``: ``response[1]``), ``image_path``
   (or ``image``, a path; the hub's parquet with embedded image bytes is read by judge-bench, not here).
@@ -26,6 +27,7 @@ the reference answer without one, and every image (resolved inside its root, ope
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -234,12 +236,12 @@ def load_pairs(
 
     Raises :class:`~judge.core.io.InvalidRecordsError` listing every bad record, unless ``skip_invalid``
     (skip them) or ``collect`` (return them in ``errors``)."""
-    if isinstance(paths, (str, Path)):
-        paths = [paths]
+    paths = [Path(paths)] if isinstance(paths, (str, Path)) else [Path(p) for p in paths]
+    names = _id_stems(paths)
     result = PairLoad()
     seen: dict[str, Location] = {}
     checked: set[str] = set()
-    for path in map(Path, paths):
+    for path in paths:
         result.files.append(str(path))
         resolve = root_resolver(path.parent, root, allow_urls)
         try:
@@ -247,7 +249,7 @@ def load_pairs(
                 if isinstance(obj, RecordError):
                     result.errors.append(obj)
                     continue
-                rec, errs = _read_one(obj, path, line, default_task)
+                rec, errs = _read_one(obj, path, line, default_task, names[path])
                 if rec is not None:
                     errs += _duplicate(rec, seen, path, line)
                     if rubric is not None:
@@ -264,13 +266,25 @@ def load_pairs(
     return result
 
 
+def _id_stems(paths: list[Path]) -> dict[Path, str]:
+    """What stands for each file in the id of a record without one (``<this>:<line>``): the file's stem, or,
+    when two files share a stem, its path without suffix relative to the files' common folder (two exports
+    named ``train.jsonl`` in different folders must not collide)."""
+    stems = [p.stem for p in paths]
+    if len(set(stems)) == len(stems):
+        return {p: p.stem for p in paths}
+    full = [p.resolve() for p in paths]
+    common = Path(os.path.commonpath([str(p.parent) for p in full]))
+    return {p: f.relative_to(common).with_suffix("").as_posix() for p, f in zip(paths, full, strict=True)}
+
+
 def _read_one(
-    obj: Any, path: Path, line: int, default_task: str | None
+    obj: Any, path: Path, line: int, default_task: str | None, stem: str
 ) -> tuple[PairRecord | None, list[RecordError]]:
     if not isinstance(obj, dict):
         return None, [RecordError(f"expected a JSON object, got {type(obj).__name__}", file=path, line=line)]
     layout = pair_layout(obj)
-    canonical, names = to_pair(obj, layout, f"{path.stem}:{line}", default_task)
+    canonical, names = to_pair(obj, layout, f"{stem}:{line}", default_task)
     rid = str(canonical["id"]) if canonical.get("id") is not None else None
     loc = Location(str(path), line, rid)
     shape_errors = _layout_errors(obj, layout, loc)
