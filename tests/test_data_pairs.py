@@ -200,3 +200,17 @@ def test_id_less_exports_with_one_file_name_in_two_folders_do_not_collide(folder
         "train:1",
         "other:1",
     ]
+
+
+def test_a_line_nested_too_deeply_is_an_error_with_file_and_line(folder, rubric):
+    # The shared reader (annotations too): json recurses per bracket, so 100,000 nested arrays raised a
+    # RecursionError traceback instead of a record error.
+    from judge.core.io import load_annotations
+
+    deep = "[" * 100_000 + "]" * 100_000
+    path = _write(folder, [_own(), json.dumps(_own(id="p2"))[:-1] + f', "meta": {{"x": {deep}}}}}'])
+    with pytest.raises(InvalidRecordsError, match=r"pairs\.jsonl:2: .*nested too deeply"):
+        load_pairs(path, rubric=rubric)
+    (folder / "ann.json").write_text(f'[\n{{"id": "r1"}},\n{deep}\n]')
+    with pytest.raises(InvalidRecordsError, match=r"ann\.json:3: .*nested too deeply"):
+        load_annotations(folder / "ann.json", rubric=rubric)

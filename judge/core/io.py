@@ -155,6 +155,12 @@ def _iter_json_records(path: Path) -> Iterator[tuple[int, Any]]:
                     line=lineno,
                 ),
             )
+        except RecursionError:
+            # The parser recurses per bracket: a hostile line would end in a traceback, not an error here.
+            yield lineno, RecordError(_TOO_DEEP, file=path, line=lineno)
+
+
+_TOO_DEEP = "not readable JSON: arrays or objects nested too deeply for the parser"
 
 
 def _iter_json_array(path: Path, text: str) -> Iterator[tuple[int, Any]]:
@@ -175,6 +181,8 @@ def _iter_json_array(path: Path, text: str) -> Iterator[tuple[int, Any]]:
             raise RecordError(
                 f"not valid JSON ({e.msg} at column {e.colno})", file=path, line=e.lineno
             ) from None
+        except RecursionError:
+            raise RecordError(_TOO_DEEP, file=path, line=line_at(pos)) from None
 
     pos = _skip_ws(text, 0)
     if pos == len(text):
