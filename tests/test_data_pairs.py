@@ -214,3 +214,25 @@ def test_a_line_nested_too_deeply_is_an_error_with_file_and_line(folder, rubric)
     (folder / "ann.json").write_text(f'[\n{{"id": "r1"}},\n{deep}\n]')
     with pytest.raises(InvalidRecordsError, match=r"ann\.json:3: .*nested too deeply"):
         load_annotations(folder / "ann.json", rubric=rubric)
+
+
+@pytest.mark.parametrize(
+    "row, want",
+    [
+        ({"prompt": "q", "chosen": "a", "rejected": "b", "image": "nope.png"}, "image"),
+        ({"prompt": "q", "chosen": "a", "rejected": "b", "images": ["images/q.png", "nope.png"]}, "images[1]"),
+        ({"id": "v1", "query": "q", "response": ["a", "b"], "human_ranking": [0, 1], "image_path": "nope.png"},
+         "image_path"),
+    ],
+)  # fmt: skip
+def test_a_bad_image_of_a_public_layout_names_the_layouts_field(folder, rubric, row, want):
+    # docs/data.md: errors name the layout's own field, not the canonical question[0].image.
+    res = load_pairs(_write(folder, [row]), rubric=rubric, default_task="SA", collect=True)
+    assert [e.field for e in res.errors] == [want] and "does not exist" in res.errors[0].message
+
+
+@pytest.mark.parametrize("ranking", [[True, False], [False, True]])
+def test_vl_rewardbench_ranking_of_booleans_is_refused(folder, rubric, ranking):
+    row = {"id": "v1", "query": "q", "response": ["a", "b"], "human_ranking": ranking}
+    res = load_pairs(_write(folder, [row]), rubric=rubric, default_task="SA", collect=True)
+    assert not res.records and [e.field for e in res.errors] == ["human_ranking"]

@@ -67,6 +67,8 @@ class PairRecord(StrictModel):
     model_b: str = "unknown"
     meta: dict[str, Any] = Field(default_factory=dict)
     _source: Location | None = PrivateAttr(default=None)
+    #: A public layout's own name of a canonical field (``question[0].image`` -> ``image_path``), for errors.
+    _fields: dict[str, str] = PrivateAttr(default_factory=dict)
 
     _norm = field_validator("question", "response_a", "response_b", "reference", mode="before")(
         normalize_content
@@ -118,7 +120,8 @@ def _two_texts(value: Any) -> bool:
 
 
 def _ranking(value: Any) -> tuple | None:
-    return tuple(value) if isinstance(value, list) and all(isinstance(x, int) for x in value) else None
+    # type(), not isinstance: JSON true/false are Python bools, which are ints ([true, false] is not [1, 0]).
+    return tuple(value) if isinstance(value, list) and all(type(x) is int for x in value) else None
 
 
 def _layout_errors(obj: dict, layout: str, loc: Location) -> list[RecordError]:
@@ -189,6 +192,10 @@ def to_pair(obj: dict, layout: str, where: str, default_task: str | None) -> tup
         question_value = images + question
         if images:
             names["question"] = f"{img_key} + {q_key}"
+            # The prompt's images come first: their errors name the layout's own field.
+            single = isinstance(obj.get(img_key), str)
+            for i in range(len(images)):
+                names[f"question[{i}].image"] = img_key if single else f"{img_key}[{i}]"
     else:
         question_value = question
     out = {
@@ -306,6 +313,7 @@ def _read_one(
     if shape_errors:
         return None, shape_errors
     rec._source = loc
+    rec._fields = names
     return rec, []
 
 
@@ -381,7 +389,7 @@ def _images(
                         str(e),
                         file=loc.file,
                         line=loc.line,
-                        field=f"{name}[{i}].image",
+                        field=rec._fields.get(f"{name}[{i}].image", f"{name}[{i}].image"),
                         record_id=rec.id,
                         code=e.code,
                     )
