@@ -236,3 +236,22 @@ def test_vl_rewardbench_ranking_of_booleans_is_refused(folder, rubric, ranking):
     row = {"id": "v1", "query": "q", "response": ["a", "b"], "human_ranking": ranking}
     res = load_pairs(_write(folder, [row]), rubric=rubric, default_task="SA", collect=True)
     assert not res.records and [e.field for e in res.errors] == ["human_ranking"]
+
+
+def test_a_pairs_question_under_another_family_names_file_line_and_field(small_demo, rubric, tmp_path):
+    from judge.core.io import load_annotations
+    from judge.data.split import SplitError, split_questions
+
+    ann = load_annotations(small_demo, rubric=rubric).records
+    sa = next(r for r in ann if r.task == "SA")
+    other = next(f for f in rubric.families if f != "SA" and not rubric.families[f].uses_reference)
+    row = {"id": "clash", "task": other, "question_id": sa.question_id, "question": "q", "response_a": "a",
+           "response_b": "b", "preferred": "a"}  # fmt: skip
+    pairs = load_pairs(
+        _write(tmp_path, [{**row, "id": "fine", "question_id": "q-own", "task": other}, row], "clash.jsonl"),
+        rubric=rubric,
+    ).records
+    with pytest.raises(
+        SplitError, match=r"clash\.jsonl:2, record 'clash': field 'question_id': .* two task families"
+    ):
+        split_questions([*ann, *pairs])

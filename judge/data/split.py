@@ -12,7 +12,7 @@ import random
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from judge.core.errors import JudgeError
 
@@ -60,6 +60,14 @@ def _counts(n: int, fractions: Sequence[float]) -> list[int]:
     return counts
 
 
+def _loc(r: Any) -> str:
+    """``file:line, record 'id'`` of a record read from a file (annotations and pairs keep it), else the id."""
+    loc = getattr(r, "_source", None)
+    if loc is None or not getattr(loc, "file", None):
+        return f"record {r.id!r}"
+    return f"{loc.file}:{loc.line}, record {r.id!r}"
+
+
 def split_questions(
     records: Sequence[Splittable],
     fractions: Sequence[float] = (0.7, 0.15, 0.15),
@@ -70,12 +78,14 @@ def split_questions(
     if len(fractions) != len(SPLITS) or any(f < 0 for f in fractions) or sum(fractions) <= 0:
         raise SplitError(f"fractions must be three non-negative numbers for {SPLITS}, got {list(fractions)}")
     family_of: dict[str, str] = {}
+    first: dict[str, Any] = {}
     for r in records:
         q = _question_id(r)
+        first.setdefault(q, r)
         if family_of.setdefault(q, r.task) != r.task:
             raise SplitError(
-                f"question {q!r} has responses under two task families "
-                f"({family_of[q]}, {r.task}; record {r.id!r}); a question belongs to one family"
+                f"{_loc(r)}: field 'question_id': question {q!r} has responses under two task families "
+                f"({r.task} here, {family_of[q]} in {_loc(first[q])}); a question belongs to one family"
             )
     groups: dict[str, set[str]] = defaultdict(set)
     for q, fam in family_of.items():
