@@ -255,3 +255,23 @@ def test_a_pairs_question_under_another_family_names_file_line_and_field(small_d
         SplitError, match=r"clash\.jsonl:2, record 'clash': field 'question_id': .* two task families"
     ):
         split_questions([*ann, *pairs])
+
+
+def test_identical_responses_with_a_verdict_are_refused_a_tie_is_not(folder, rubric):
+    same = [{"type": "text", "text": "Same."}]
+    rows = [
+        _own(id="same-a", response_a=same, response_b=same, criteria={}),
+        _own(id="same-tie", response_a=same, response_b=same, preferred="tie", criteria={}),
+        _own(
+            id="same-crit", response_a=same, response_b=same, preferred="tie", criteria={"text_quality": "b"}
+        ),
+        {"prompt": "q", "chosen": "Same.", "rejected": "Same."},
+    ]
+    res = load_pairs(_write(folder, rows), rubric=rubric, default_task="SA", collect=True)
+    assert [r.id for r in res.records] == ["same-tie"]
+    assert [(e.line, e.field) for e in res.errors] == [
+        (1, "preferred"),
+        (3, "criteria.text_quality"),
+        (4, "rejected"),
+    ]
+    assert all("identical" in e.message for e in res.errors)

@@ -21,7 +21,7 @@ apart per record by their fields:
 
 A public record has no rubric family: ``task`` in the record, else the reader's ``default_task``
 (``data.pairs_task``). Checks, with the annotations' error style (file, line, field, record id): the
-schema, a duplicate id (across all files), the family and criteria against the rubric, a family that shows
+schema, a duplicate id (across all files), identical responses with a verdict other than a tie, the family and criteria against the rubric, a family that shows
 the reference answer without one, and every image (resolved inside its root, opened and decoded).
 """
 
@@ -312,6 +312,24 @@ def _read_one(
         return None, errs
     if shape_errors:
         return None, shape_errors
+    if rec.response_a == rec.response_b:
+        # The two prompts are then the same: no judge can prefer one, the loss is stuck at log(2 + nu) and
+        # validation can only call it undecided. A tie between identical responses is fine.
+        decided = [k for k, v in rec.preferences().items() if v != "tie"]
+        if decided:
+            fld = "preferred" if decided[0] == OVERALL else f"criteria.{decided[0]}"
+            if layout != "pair":
+                fld = names.get("response_b", "response_b")
+            return None, [
+                RecordError(
+                    "the two responses are identical, so neither can be preferred: make it a tie or drop the "
+                    f"pair (preferences {', '.join(f'{k}={rec.preferences()[k]}' for k in decided)})",
+                    file=loc.file,
+                    line=loc.line,
+                    field=fld,
+                    record_id=rec.id,
+                )
+            ]
     rec._source = loc
     rec._fields = names
     return rec, []
