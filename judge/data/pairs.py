@@ -243,12 +243,12 @@ def load_pairs(
 
     Raises :class:`~judge.core.io.InvalidRecordsError` listing every bad record, unless ``skip_invalid``
     (skip them) or ``collect`` (return them in ``errors``)."""
-    paths = [Path(paths)] if isinstance(paths, (str, Path)) else [Path(p) for p in paths]
-    names = _id_stems(paths)
+    files = [Path(paths)] if isinstance(paths, (str, Path)) else [Path(p) for p in paths]
+    names = _id_stems(files)
     result = PairLoad()
     seen: dict[str, Location] = {}
     checked: set[str] = set()
-    for path in paths:
+    for path in files:
         result.files.append(str(path))
         resolve = root_resolver(path.parent, root, allow_urls)
         try:
