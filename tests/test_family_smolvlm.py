@@ -298,3 +298,17 @@ def test_a_lora_step_trains_and_the_judge_folder_loads_back_alone(small_demo, tm
     scorer = ExpectedScorer(loaded.model, loaded.processor, rubric.scale.values, packed="off")
     got = by_key(b for batch in scorer.score(requests(rubric, 3)) for b in batch)
     assert got and all(0 <= s.expected <= 6 for s in got.values())
+
+
+def test_the_serving_pixel_cap_is_the_longest_edge_square(tiny_smol):
+    """judge-serve's default per-image cap is a multiple of what the judge can look at: for SmolVLM and
+    Idefics3, a square of the edge an image is scaled to before splitting (the tiny 64; the checkpoints'
+    1456), not the 40-megapixel fallback of a processor that says nothing."""
+    from transformers.models.idefics3.image_processing_pil_idefics3 import Idefics3ImageProcessorPil
+    from transformers.models.smolvlm.image_processing_pil_smolvlm import SmolVLMImageProcessorPil
+
+    from judge.models.processor import tiling_pixels
+
+    assert tiling_pixels(tiny_smol[1]) == 64 * 64
+    assert tiling_pixels(SmolVLMImageProcessorPil()) == 1456 * 1456
+    assert tiling_pixels(Idefics3ImageProcessorPil()) == 1456 * 1456

@@ -195,6 +195,10 @@ def tiling_pixels(processor) -> int | None:
     longest = getattr(size, "longest_edge", None) if not isinstance(size, dict) else size.get("longest_edge")
     if isinstance(longest, int) and longest > 0 and hasattr(ip, "merge_size"):
         return longest  # Qwen's dynamic resolution: ``longest_edge`` is max_pixels, the most pixels it keeps
+    if isinstance(longest, int) and longest > 0 and hasattr(ip, "max_image_size"):
+        # Idefics3/SmolVLM: an image is scaled to ``longest_edge`` on its longer side before it is split into
+        # sub-images, so a square of that edge is the most it keeps
+        return longest * longest
     pinpoints = getattr(ip, "image_grid_pinpoints", None)
     if isinstance(pinpoints, list) and pinpoints:
         return max(int(h) * int(w) for h, w in pinpoints)  # anyres (LLaVA-OneVision): its largest tile grid
