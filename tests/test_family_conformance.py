@@ -367,3 +367,36 @@ def image_tokens(processor, names: list[str]) -> int:
 
     x = [{"type": "text", "text": "x"}]
     return length(x + [{"type": "image"}] * len(names), images) - length(x, [])
+
+
+# -- a judge folder whose processor/ comes from another family
+
+
+@pytest.mark.slow
+def test_a_judge_folder_with_another_familys_processor_is_refused_naming_both(small_demo, tmp_path, capsys):
+    """A user copying folders around: a Qwen2.5-VL judge whose ``processor/`` is Qwen3-VL's would fail deep in
+    transformers (or score wrongly); judge-score refuses it in one line naming both families, no traceback."""
+    from judge.models.loading import load_processor
+    from judge.train import train_judge
+
+    result = train_judge(
+        "demo",
+        overrides={
+            "data.annotations": [str(small_demo)],
+            "output_dir": str(tmp_path / "run"),
+            "model.path": "tiny-qwen2.5-vl",
+            "train.max_steps": 1,
+            "eval.strategy": "no",
+            "eval.at_start": False,
+        },
+    )
+    shutil.rmtree(result.judge_dir / "processor")
+    load_processor("tiny-qwen3-vl").save_pretrained(result.judge_dir / "processor")
+    path = write_items(tmp_path / "items", demo_items(1))
+    capsys.readouterr()
+    code = score_main(
+        [str(path), "--judge", str(result.judge_dir), "--out", str(tmp_path / "out"), "--no-progress"]
+    )
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err
+    assert "is a qwen2.5-vl model but its processor is a qwen3-vl processor" in err

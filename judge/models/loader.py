@@ -251,6 +251,7 @@ def load(
             model, processor = load_scorer(
                 spec.source, dtype=dtype, device=where, quantization=spec.quantization
             )
+    check_processor_family(model, processor, spec.source)
     tokenizer = getattr(processor, "tokenizer", processor)
     family = str(getattr(getattr(model, "config", None), "model_type", "") or "")
     return LoadedJudge(
@@ -258,4 +259,19 @@ def load(
     )
 
 
-__all__ = ["JudgeSpec", "LoadedJudge", "load", "resolve"]
+def check_processor_family(model, processor, source) -> None:
+    """Refuse a processor of another family than the model's (a judge folder whose ``processor/`` was copied
+    from another judge): its images would become tokens the model does not read, and the forward would fail
+    deep inside transformers, or worse, score."""
+    from judge.models.families import of_model, of_processor
+
+    mf, pf = of_model(model), of_processor(processor)
+    if mf is not None and pf is not None and mf is not pf:
+        raise ConfigError(
+            f"{source}: the model is a {mf.name} model but its processor is a {pf.name} processor "
+            f"({type(processor).__name__}); a judge folder's processor/ must come from the same base as its "
+            "model (copy both from one judge, or retrain)"
+        )
+
+
+__all__ = ["JudgeSpec", "LoadedJudge", "check_processor_family", "load", "resolve"]
