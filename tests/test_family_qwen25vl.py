@@ -210,7 +210,7 @@ def lora_step_and_reload(
     assert lora_b and any(float(t.abs().max()) > 0 for t in lora_b)  # B starts at zero: the step moved it
     # LoRA on the language model only; the demo recipe trains the vision tower and projector in full
     # (lora.train_vision/train_projector), which the registry names as Qwen's visual blocks and merger.
-    assert all(".language_model." in k for k in weights if "lora_" in k)
+    assert all(f".{family.language_part}." in k for k in weights if "lora_" in k)
     parts = trained or tuple(f"{p}." for p in (*family.vision_parts, *family.projector_parts))
     for part in parts:  # Qwen2.5-VL: visual.patch_embed, visual.blocks, visual.merger
         assert any(part in k for k in weights), part

@@ -17,6 +17,7 @@ import pytest
 import torch
 from test_family_qwen25vl import (
     TOL,
+    lora_step_and_reload,
     test_packed_scores_equal_the_kv_copy,
     test_shared_prefix_and_unshared_scores_are_equal,
     test_the_scorer_reads_what_the_models_own_forward_gives,
@@ -255,49 +256,9 @@ def test_the_processor_folder_loads_back_as_its_class(tiny_smol, tiny_idefics3, 
 def test_a_lora_step_trains_and_the_judge_folder_loads_back_alone(small_demo, tmp_path, rubric):
     """judge-train's real trainer on the tiny SmolVLM (LoRA, two steps on the demo's image items): finite
     losses, moved adapters on the text model only, the vision tower and connector trained in full (the demo
-    recipe), the card's family, and the judge folder loading and scoring with nothing but its path."""
-    import json
-    import math
-
-    from safetensors.torch import load_file
-
-    import judge.models
-    from judge.models.readout import ExpectedScorer
-    from judge.train import train_judge
-
-    family = families.SMOLVLM
-    out = tmp_path / "run"
-    result = train_judge(
-        "demo",
-        overrides={
-            "data.annotations": [str(small_demo)],
-            "output_dir": str(out),
-            "model.path": family.tiny,
-            "train.finetune": "lora",
-            "train.max_steps": 2,
-            "train.per_device_train_batch_size": 4,
-            "train.learning_rate": 1e-3,
-            "train.logging_steps": 1,
-            "train.warmup_steps": 0,
-        },
-    )
-    assert result.steps == 2
-    card = json.loads((result.judge_dir / "judge_card.json").read_text())
-    assert card["family"] == "smolvlm" and card["base_model"] == "tiny-smolvlm"
-    states = sorted(out.rglob("trainer_state.json"))
-    losses = [h["loss"] for s in states for h in json.loads(s.read_text())["log_history"] if "loss" in h]
-    assert losses and all(math.isfinite(x) for x in losses)
-    weights = load_file(str(result.judge_dir / "adapter" / "adapter_model.safetensors"))
-    lora_b = [t for k, t in weights.items() if "lora_B" in k]
-    assert lora_b and any(float(t.abs().max()) > 0 for t in lora_b)
-    assert all(".text_model." in k for k in weights if "lora_" in k)
-    assert any(".vision_model." in k for k in weights) and any(".connector." in k for k in weights)
-
-    loaded = judge.models.load(result.judge_dir)
-    assert loaded.family == "smolvlm" and loaded.card.family == "smolvlm"
-    scorer = ExpectedScorer(loaded.model, loaded.processor, rubric.scale.values, packed="off")
-    got = by_key(b for batch in scorer.score(requests(rubric, 3)) for b in batch)
-    assert got and all(0 <= s.expected <= 6 for s in got.values())
+    recipe), the card's family, and the judge folder loading and scoring with nothing but its path
+    (Qwen2.5-VL's check, the language model found by the family's ``language_part``)."""
+    lora_step_and_reload(families.SMOLVLM, small_demo, tmp_path, rubric)
 
 
 def test_the_serving_pixel_cap_is_the_longest_edge_square(tiny_smol):
