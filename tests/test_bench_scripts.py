@@ -40,6 +40,12 @@ def bt(bs):
 
 
 @pytest.fixture(scope="module")
+def btd(bt):
+    """bench_train's workload, losses and FLOPs (scripts/_bench_train_data.py)."""
+    return _load("_bench_train_data")
+
+
+@pytest.fixture(scope="module")
 def tiny_parts(bs, rubric):
     import torch
 
@@ -227,7 +233,7 @@ def test_mmie_mode_generates_the_full_rationale_even_when_eos_wins(bs, tiny_part
     assert "generate" not in vars(model)  # the wrapper is gone
 
 
-def test_labels_only_loss_equals_the_stock_loss(bs, bt, tiny_parts, rubric):
+def test_labels_only_loss_equals_the_stock_loss(bs, btd, tiny_parts, rubric):
     import torch
 
     from judge.train.collator import JudgeCollator
@@ -244,10 +250,10 @@ def test_labels_only_loss_equals_the_stock_loss(bs, bt, tiny_parts, rubric):
         seed=1,
     )
     for target in ("score", "rationale_score"):
-        batch = JudgeCollator(processor)(bt.sft_examples(items, rubric, target, 12, 0)[:5])
+        batch = JudgeCollator(processor)(btd.sft_examples(items, rubric, target, 12, 0)[:5])
         with torch.no_grad():
-            stock = float(bt.loss_all(model, batch))
-            ours = float(bt.loss_labels_only(model, bt.right_align(batch)))
+            stock = float(btd.loss_all(model, batch))
+            ours = float(btd.loss_labels_only(model, btd.right_align(batch)))
         assert abs(stock - ours) < 1e-4, (target, stock, ours)
 
 
