@@ -11,12 +11,69 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing in the tests may reach a hub
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+#: pytest-xdist's worker count (``-n``; 0 in a plain serial run).
+WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
+if WORKERS > 1:
+    # The cores shared out between the workers (and the processes their tests launch, which inherit it): two
+    # workers each running two torch threads on two cores stall each other (every op waits for its slowest
+    # thread). Read by torch at import; pytest_configure below sets it again in case torch came first.
+    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // WORKERS)))
+
 #: OpenRLHF's and verl's client code, installed without their GPU dependencies into this folder rather than
 #: the environment (``pip install --no-deps --target .clients -r tests/requirements-clients.txt``): their
 #: wheels also carry a top-level ``tests`` package. Appended last, so nothing of it shadows anything.
 CLIENTS = Path(__file__).resolve().parents[1] / ".clients"
 if CLIENTS.is_dir():
     sys.path.append(str(CLIENTS))
+
+
+#: The longest test files, in seconds of one serial run on the 2-core development host
+#: (``python -m pytest --durations=0``, summed per file; see CONTRIBUTING.md). With pytest-xdist
+#: (``-n auto --dist loadfile``, as pyproject.toml's addopts run it) each file goes whole to one worker, in
+#: collection order: these go first, so that a long file is not started last while the other worker idles.
+SLOW_FILES: dict[str, float] = {
+    "test_help_examples.py": 416,
+    "test_bench_scripts.py": 324,
+    "test_serve_fuzz.py": 322,
+    "test_train_sharded.py": 293,
+    "test_family_conformance.py": 156,
+    "test_train_learning.py": 135,
+    "test_train_run.py": 94,
+    "test_serve.py": 91,
+    "test_family_serve.py": 77,
+    "test_serve_scripts.py": 75,
+    "test_reproducible.py": 72,
+    "test_serve_chat.py": 69,
+    "test_load_test.py": 62,
+    "test_calibration_paths.py": 61,
+    "test_newcomer.py": 54,
+    "test_api.py": 53,
+    "test_serve_hosts.py": 52,
+}
+
+
+def pytest_configure(config):
+    if WORKERS > 1 and "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """``-n`` runs each test file whole on one worker (``--dist loadfile`` in place of the ``load`` that
+    ``-n`` implies), in the order ``pytest_collection_modifyitems`` gives: a module's fixtures (a demo
+    workspace, a server, a trained judge) are built once, not once per worker. Another ``--dist`` is kept."""
+    if config.getoption("dist") not in ("load", "loadfile"):
+        return None  # xdist's own scheduler for the --dist asked for
+    from xdist.scheduler import LoadFileScheduling
+
+    config.option.loadscopereorder = False  # xdist would order files by their number of tests
+    return LoadFileScheduling(config, log)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist, the files of ``SLOW_FILES`` first, longest first (a stable sort: every file's
+    tests stay together and in order, the other files keep their order)."""
+    if WORKERS:
+        items.sort(key=lambda item: -SLOW_FILES.get(item.path.name, 0.0))
 
 
 @pytest.fixture(scope="session", autouse=True)
