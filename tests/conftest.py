@@ -57,6 +57,7 @@ def pytest_configure(config):
         sys.modules["torch"].set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
 
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook: absent under -p no:xdist or without it
 def pytest_xdist_make_scheduler(config, log):
     """``-n`` runs each test file whole on one worker (``--dist loadfile`` in place of the ``load`` that
     ``-n`` implies), in the order ``pytest_collection_modifyitems`` gives: a module's fixtures (a demo
