@@ -28,9 +28,9 @@ if CLIENTS.is_dir():
 
 
 #: The longest test files, in seconds of one serial run on the 2-core development host
-#: (``python -m pytest --durations=0``, summed per file; see CONTRIBUTING.md). With pytest-xdist
-#: (``-n auto --dist loadfile``, as pyproject.toml's addopts run it) each file goes whole to one worker, in
-#: collection order: these go first, so that a long file is not started last while the other worker idles.
+#: (``python -m pytest --durations=0``, summed per file; see CONTRIBUTING.md). With pytest-xdist (``-n auto``,
+#: the test command README.md gives) each file goes whole to one worker (pytest_xdist_make_scheduler below),
+#: in collection order: these go first, so that a long file is not started last while the other worker idles.
 SLOW_FILES: dict[str, float] = {
     "test_help_examples.py": 416,
     "test_bench_scripts.py": 324,
@@ -59,14 +59,15 @@ def pytest_configure(config):
 
 @pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook: absent under -p no:xdist or without it
 def pytest_xdist_make_scheduler(config, log):
-    """``-n`` runs each test file whole on one worker (``--dist loadfile`` in place of the ``load`` that
-    ``-n`` implies), in the order ``pytest_collection_modifyitems`` gives: a module's fixtures (a demo
-    workspace, a server, a trained judge) are built once, not once per worker. Another ``--dist`` is kept."""
+    """``-n`` runs each test file whole on one worker (``--dist loadfile``), in the order
+    ``pytest_collection_modifyitems`` gives: a module's fixtures (a demo workspace, a server, a trained
+    judge) are built once, not once per worker. ``load`` (what ``-n`` implies, and so also an explicit
+    ``--dist load``, which cannot be told apart from it) becomes ``loadfile``; any other ``--dist`` is kept."""
     if config.getoption("dist") not in ("load", "loadfile"):
         return None  # xdist's own scheduler for the --dist asked for
     from xdist.scheduler import LoadFileScheduling
 
-    config.option.loadscopereorder = False  # xdist would order files by their number of tests
+    config.option.loadscopereorder = False  # xdist >= 3.8 would order files by their number of tests
     return LoadFileScheduling(config, log)
 
 
@@ -75,6 +76,30 @@ def pytest_collection_modifyitems(config, items):
     tests stay together and in order, the other files keep their order)."""
     if WORKERS:
         items.sort(key=lambda item: -SLOW_FILES.get(item.path.name, 0.0))
+
+
+def built_once(tmp_path_factory, name: str, build):
+    """``build(folder)`` once per test run, its value shared. Serially that is a session fixture's own
+    promise; under pytest-xdist each worker has its own session, so the first worker to ask builds into the
+    run's shared temporary folder under a file lock and pickles the value (paths, a TrainResult) beside it,
+    and the others wait for it and read it back (a build that fails is tried again by the next worker)."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return build(tmp_path_factory.mktemp(name))
+    import pickle
+    import shutil
+
+    from filelock import FileLock
+
+    root = tmp_path_factory.getbasetemp().parent  # .../pytest-N/, shared by this run's workers
+    folder, value_file = root / name, root / f"{name}.pickle"
+    with FileLock(str(root / f"{name}.lock")):
+        if value_file.is_file():
+            return pickle.loads(value_file.read_bytes())
+        shutil.rmtree(folder, ignore_errors=True)  # what a failed build left
+        folder.mkdir()
+        value = build(folder)
+        value_file.write_bytes(pickle.dumps(value))
+        return value
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -146,7 +171,7 @@ def small_demo(tmp_path_factory):
     """A small synthetic annotation set (12 questions x 3 responses) with real PNG images."""
     from judge.testing.demo import generate_demo
 
-    return generate_demo(tmp_path_factory.mktemp("demo"), n_questions=12, seed=0)
+    return built_once(tmp_path_factory, "demo", lambda folder: generate_demo(folder, n_questions=12, seed=0))
 
 
 @pytest.fixture(scope="session")
@@ -156,25 +181,27 @@ def qlora_run(small_demo, tmp_path_factory):
     (test_train_run, test_score_identity); shared, so tests must not modify it."""
     from judge.train import train_judge
 
-    out = tmp_path_factory.mktemp("qlora")
-    result = train_judge(
-        "demo",
-        overrides={
-            "data.annotations": [str(small_demo)],
-            "data.criteria": "all",  # demo.yaml trains the overall score only; the users score every one
-            "output_dir": str(out),
-            "quantization": "4bit",
-            "train.finetune": "lora",
-            "train.max_steps": 3,
-            "train.per_device_train_batch_size": 4,
-            "train.logging_steps": 1,
-            "train.warmup_steps": 0,
-            "train.learning_rate": 1e-2,
-            "eval.strategy": "no",
-            "eval.at_start": False,
-        },
-    )
-    return out, result
+    def train(out: Path):
+        result = train_judge(
+            "demo",
+            overrides={
+                "data.annotations": [str(small_demo)],
+                "data.criteria": "all",  # demo.yaml trains the overall score only; the users score every one
+                "output_dir": str(out),
+                "quantization": "4bit",
+                "train.finetune": "lora",
+                "train.max_steps": 3,
+                "train.per_device_train_batch_size": 4,
+                "train.logging_steps": 1,
+                "train.warmup_steps": 0,
+                "train.learning_rate": 1e-2,
+                "eval.strategy": "no",
+                "eval.at_start": False,
+            },
+        )
+        return out, result
+
+    return built_once(tmp_path_factory, "qlora", train)
 
 
 @pytest.fixture(scope="module")
@@ -209,15 +236,17 @@ def view_run(small_demo, tmp_path_factory):
     Returns (score folder, report folder, audit folder)."""
     from judge import audit_judge, report, score_files
 
-    root = tmp_path_factory.mktemp("view-run")
-    score, rep, audit = root / "score", root / "report", root / "audit"
-    score_files([str(small_demo)], judge="tiny", rubric="mmie", out=str(score), progress=False)
-    report(
-        human=[str(small_demo)], scores=[f"tiny={score / 'scores.jsonl'}"], out=str(rep), bootstrap=50,
-        ppi_draws=0,
-    )  # fmt: skip
-    audit_judge(
-        [str(small_demo)], judge="tiny", rubric="mmie", out=str(audit), perturb=["blank-images", "off-topic"],
-        bootstrap=50, progress=False,
-    )  # fmt: skip
-    return score, rep, audit
+    def build(root: Path):
+        score, rep, audit = root / "score", root / "report", root / "audit"
+        score_files([str(small_demo)], judge="tiny", rubric="mmie", out=str(score), progress=False)
+        report(
+            human=[str(small_demo)], scores=[f"tiny={score / 'scores.jsonl'}"], out=str(rep), bootstrap=50,
+            ppi_draws=0,
+        )  # fmt: skip
+        audit_judge(
+            [str(small_demo)], judge="tiny", rubric="mmie", out=str(audit), perturb=["blank-images", "off-topic"],
+            bootstrap=50, progress=False,
+        )  # fmt: skip
+        return score, rep, audit
+
+    return built_once(tmp_path_factory, "view-run", build)

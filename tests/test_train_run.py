@@ -152,7 +152,14 @@ def _train_cmd(small_demo, out, extra: dict[str, Any] | None = None) -> list[str
 
 
 def _env() -> dict[str, str]:
-    return {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "WANDB_MODE": "offline"}
+    # One thread per process, as torchrun sets it when nothing does (pytest-xdist's workers set their own).
+    return {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+        "WANDB_MODE": "offline",
+        "OMP_NUM_THREADS": "1",
+    }
 
 
 @pytest.mark.slow
