@@ -62,6 +62,12 @@ def fmt(x, spec: str) -> str:
 
 
 # ----------------------------------------------------------------------------- timing helpers
+def print_table_head(columns: list[str]) -> None:
+    """A Markdown table's header row and rule (the bench scripts' printed tables)."""
+    print("| " + " | ".join(columns) + " |")
+    print("|" + "|".join("---" for _ in columns) + "|")
+
+
 def sync(device: str) -> None:
     import torch
 

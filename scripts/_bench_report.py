@@ -6,7 +6,7 @@ from __future__ import annotations
 import statistics
 
 from _bench_common import fmt as _fmt
-from _bench_common import rates
+from _bench_common import print_table_head, rates
 from _bench_model import FlopModel
 from _bench_modes import agreement
 
@@ -137,8 +137,7 @@ def print_table(result: dict) -> None:
         "peak alloc GiB",
         "peak reserved GiB",
     ]
-    print("| " + " | ".join(head) + " |")
-    print("|" + "|".join("---" for _ in head) + "|")
+    print_table_head(head)
     for key in ("mmie", "unshared", "shared", "packed"):
         if key not in rows:
             continue

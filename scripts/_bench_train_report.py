@@ -42,8 +42,7 @@ def print_table(result: dict) -> None:
         "peak reserved GiB",
         "loss",
     ]
-    print("| " + " | ".join(head) + " |")
-    print("|" + "|".join("---" for _ in head) + "|")
+    bc.print_table_head(head)
     f = bc.fmt
     for name, r in result["results"].items():
         if "error" in r:
