@@ -287,7 +287,7 @@ def test_mllm_pair_macro_scores_equal_scikit_learn():
 
     from sklearn.metrics import f1_score, precision_score, recall_score
 
-    from judge.benchmarks.mllm_judge import macro_scores
+    from judge.benchmarks.mllm_judge_pairs import macro_scores
 
     rng = np.random.default_rng(0)
     for _ in range(60):
@@ -327,7 +327,7 @@ def test_mllm_batch_official_equals_calculate_metrics(tmp_path):
 
 
 def test_levenshtein_is_the_edit_distance():
-    from judge.benchmarks.mllm_judge import levenshtein
+    from judge.benchmarks.mllm_judge_pairs import levenshtein
 
     cases = {
         ("CDAB", "CDAB"): 0,

@@ -447,7 +447,7 @@ def _judge_outputs(
 
 def _verdict(item_id: str, kind: str, recs: list[dict[str, Any] | None], rubric: Rubric) -> JudgeOutput:
     """One item's verdict from its responses' score records (no verdict when one is missing or unscorable)."""
-    from judge.benchmarks.mllm_judge import ranking_from_scores
+    from judge.benchmarks.mllm_judge_pairs import ranking_from_scores
 
     for k, r in enumerate(recs):
         if r is None or r.get("score") is None:
