@@ -22,7 +22,6 @@ image that is missing, unreadable or over the server's limits gives ``status: "u
 
 from __future__ import annotations
 
-import base64
 import json
 import logging
 import os
@@ -31,16 +30,15 @@ import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
-from pydantic import PrivateAttr, ValidationError
+from pydantic import ValidationError
 
-from judge.core.errors import ConfigError, ImageError, JudgeError
-from judge.core.images import ImageLimits, check_image_file
-from judge.core.rubric import OVERALL, Criterion, Family, OverallSpec, Rubric, Scale, load_rubric
+from judge.core.errors import ConfigError, JudgeError
+from judge.core.images import ImageLimits
+from judge.core.rubric import Rubric, load_rubric
 from judge.core.schema import (
     AnnotationRecord,
     ImageSegment,
@@ -59,6 +57,8 @@ from judge.scoring.engine import (
     select_criteria,
 )
 from judge.scoring.inputs import prediction_records
+from judge.scoring.remote_items import _data_url, _Request, _Unscorable, _unscorable
+from judge.scoring.remote_rubric import ServedRubric, served_rubric
 
 logger = logging.getLogger(__name__)
 
@@ -80,63 +80,6 @@ _LIMITS = (
     "max_request_pixels",
     "max_queue",
 )
-_MIME = {b"\x89PNG": "image/png", b"\xff\xd8\xff": "image/jpeg", b"GIF8": "image/gif", b"BM": "image/bmp"}
-
-
-class ServedRubric(Rubric):
-    """The rubric a server scores with, as its ``GET /v1/judge`` describes it: name, scale, families,
-    criterion ids, names and what they measure (no level anchors: the prompts are built by the server).
-    :attr:`hash` is the server's hash of its full rubric, so run identities compare as with a local one."""
-
-    _served_hash: str = PrivateAttr(default="")
-
-    @property
-    def hash(self) -> str:
-        return self._served_hash
-
-
-def served_rubric(desc: Mapping[str, Any]) -> ServedRubric:
-    """A :class:`ServedRubric` from the ``rubric`` part of ``GET /v1/judge``."""
-    families = {}
-    for fam_id, fam in desc["families"].items():
-        crits = [c for c in fam["criteria"] if c["id"] != OVERALL]
-        overall = next(c for c in fam["criteria"] if c["id"] == OVERALL)
-        families[fam_id] = Family(
-            name=fam["name"],
-            description="",
-            uses_reference=bool(fam["uses_reference"]),
-            criteria=[
-                Criterion(id=c["id"], name=c["name"], measures=c["measures"], levels={}) for c in crits
-            ],
-            overall=OverallSpec(name=overall["name"], measures=overall["measures"], levels={}),
-        )
-    rubric = ServedRubric(
-        name=desc["name"], scale=Scale(min=desc["scale"]["min"], max=desc["scale"]["max"]), families=families
-    )
-    rubric._served_hash = str(desc["hash"])
-    return rubric
-
-
-class _Unscorable(Exception):
-    def __init__(self, reason: str, code: str = "image"):
-        super().__init__(reason)
-        self.reason, self.code = reason, code
-
-
-@dataclass
-class _Request:
-    """Items packed into one ``POST /v1/score``: their records, criteria, and JSON encodings."""
-
-    criteria: Any  #: "all" or the list of criteria every item of the request is scored on
-    recs: list[PredictionRecord] = field(default_factory=list)
-    crits: list[list[str]] = field(default_factory=list)
-    blobs: list[bytes] = field(default_factory=list)
-    size: int = 0
-    pixels: int = 0  #: of all its images (the server's max_request_pixels bounds it)
-
-    def body(self) -> bytes:
-        tail = json.dumps(self.criteria, separators=(",", ":")).encode()
-        return b'{"items":[' + b",".join(self.blobs) + b'],"criteria":' + tail + b"}"
 
 
 class JudgeClient:
@@ -616,54 +559,4 @@ def _retry_after(resp: httpx.Response) -> float:
         return 0.0
 
 
-def _data_url(path: str, limits: ImageLimits) -> tuple[str, tuple[int, int]]:
-    """A local image as a base64 data URL, and its (width, height), checked first as the local engine
-    checks it (existence, size, pixels, full decoding): an :class:`_Unscorable` with the engine's reason
-    otherwise."""
-    try:
-        size = check_image_file(path, limits)
-        data = Path(path).read_bytes()
-    except ImageError as e:
-        raise _Unscorable(f"image cannot be used: {e}") from None
-    except OSError as e:
-        raise _Unscorable(f"image cannot be used: image file {path!r} cannot be read: {e}") from None
-    mime = next((m for magic, m in _MIME.items() if data.startswith(magic)), None)
-    if mime is None and data[:4] == b"RIFF" and data[8:12] == b"WEBP":
-        mime = "image/webp"
-    if mime is None:
-        # A format the server does not take as a data URL (TIFF, ...): the same pixels as a PNG.
-        import io
-
-        from judge.core.images import open_image
-
-        with open_image(path, limits) as im:
-            buf = io.BytesIO()
-            im.save(buf, format="PNG")
-        data, mime = buf.getvalue(), "image/png"
-    if len(data) > limits.max_bytes:
-        raise _Unscorable(
-            f"image cannot be used: image file {path!r} is {len(data):,} bytes as sent, over the server's "
-            f"limit of {limits.max_bytes:,}"
-        )
-    return f"data:{mime};base64," + base64.b64encode(data).decode("ascii"), size
-
-
-def _unscorable(
-    rec: PredictionRecord, criterion: str, reason: str, code: str, producer: Mapping[str, Any]
-) -> ScoreRecord:
-    return ScoreRecord(
-        id=rec.id,
-        benchmark=rec.benchmark,
-        task=rec.task,
-        model=rec.model,
-        metric=JUDGE_METRIC,
-        criterion=criterion,
-        score=None,
-        status="unscorable",
-        reason=reason,
-        details={"reason_code": code},
-        producer=dict(producer),
-    )
-
-
-__all__ = ["API_KEY_ENV", "JudgeClient", "ServedRubric", "served_rubric"]
+__all__ = ["API_KEY_ENV", "JudgeClient"]
