@@ -13,13 +13,11 @@ from judge.cli.report import main
 from judge.core.io import load_annotations
 from judge.core.schema import ImageSegment, TextSegment
 from judge.data.aggregate import aggregate_record
-from judge.eval.bias import (
+from judge.eval.bias import length_bias, per_model, response_length
+from judge.eval.bias_stats import (
     kendall_tau_b_rows,
-    length_bias,
     partial_spearman,
     partial_undefined_reason,
-    per_model,
-    response_length,
     weighted_group_means,
     weighted_partial_spearman,
 )
