@@ -285,7 +285,12 @@ def test_allowed_host_adds_a_name_from_the_command_line(view_run):
         "view.example.org",
     ]
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    # Ctrl-C's signal at its default in the server, even where this run's shell started it in the background
+    # (which ignores SIGINT, and an ignored signal is inherited: the server would never stop).
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )  # fmt: skip
     try:
         lines = [proc.stdout.readline()]
         while lines[-1] and "serving http://" not in lines[-1]:  # log lines may come first
@@ -298,7 +303,11 @@ def test_allowed_host_adds_a_name_from_the_command_line(view_run):
         assert httpx.get(url, headers={"Host": "view.example.org.attacker.example"}).status_code == 421
     finally:
         proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=30)
+        try:
+            proc.wait(timeout=30)
+        finally:
+            if proc.poll() is None:  # a server that did not stop fails the test, and is not left running
+                proc.kill()
 
 
 def test_another_site_cannot_include_the_run_as_a_script(server, files):
