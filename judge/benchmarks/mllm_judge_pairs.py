@@ -63,15 +63,9 @@ def _pair_rows(data: JudgeData, outputs: dict[str, JudgeOutput], official: bool)
     return rows
 
 
-def _pair_official(data: JudgeData, outputs: dict[str, JudgeOutput], order: list[str]) -> Evaluation:
-    rows = _pair_rows(data, outputs, official=True)
-    datasets = [it.info["dataset"] for it, _ in rows]
-    human = [it.info["human"] for it, _ in rows]
-    pred = [v for _, v in rows]
-    correct = np.array([h == p for h, p in zip(human, pred, strict=True)], dtype=float)
-    no_tie = np.array([h != TIE and p != TIE for h, p in zip(human, pred, strict=True)], dtype=bool)
-    without = _accuracy_table(datasets, no_tie, correct)
-    with_ties = _accuracy_table(datasets, np.ones(len(rows), dtype=bool), correct)
+def _ties_statistic(without, with_ties):
+    """Pair mode's bootstrap statistic (official and strict alike): each accuracy, overall and per dataset,
+    without ties and with them, on the resampled rows ``idx``."""
 
     def statistic(idx: np.ndarray) -> dict[str, float | None]:
         a, b = without(idx), with_ties(idx)
@@ -82,6 +76,20 @@ def _pair_official(data: JudgeData, outputs: dict[str, JudgeOutput], order: list
             **{f"with_ties.{k}.accuracy": v["accuracy"] for k, v in b.items() if k != "overall"},
         }
 
+    return statistic
+
+
+def _pair_official(data: JudgeData, outputs: dict[str, JudgeOutput], order: list[str]) -> Evaluation:
+    rows = _pair_rows(data, outputs, official=True)
+    datasets = [it.info["dataset"] for it, _ in rows]
+    human = [it.info["human"] for it, _ in rows]
+    pred = [v for _, v in rows]
+    correct = np.array([h == p for h, p in zip(human, pred, strict=True)], dtype=float)
+    no_tie = np.array([h != TIE and p != TIE for h, p in zip(human, pred, strict=True)], dtype=bool)
+    without = _accuracy_table(datasets, no_tie, correct)
+    with_ties = _accuracy_table(datasets, np.ones(len(rows), dtype=bool), correct)
+
+    statistic = _ties_statistic(without, with_ties)
     everything = np.arange(len(rows))
     n_missing = len(data.items) - len(rows)
     unlabelled = sum(h == -1 for h in human)
@@ -171,15 +179,7 @@ def _pair_strict(data: JudgeData, outputs: dict[str, JudgeOutput]) -> Evaluation
     without = _accuracy_table(datasets, no_tie, half)
     with_ties = _accuracy_table(datasets, np.ones(len(rows), dtype=bool), exact)
 
-    def statistic(idx: np.ndarray) -> dict[str, float | None]:
-        a, b = without(idx), with_ties(idx)
-        return {
-            "without_ties.overall.accuracy": a["overall"]["accuracy"],
-            "with_ties.overall.accuracy": b["overall"]["accuracy"],
-            **{f"without_ties.{k}.accuracy": v["accuracy"] for k, v in a.items() if k != "overall"},
-            **{f"with_ties.{k}.accuracy": v["accuracy"] for k, v in b.items() if k != "overall"},
-        }
-
+    statistic = _ties_statistic(without, with_ties)
     everything = np.arange(len(rows))
     missing = sum(p is None for p in pred)
     return Evaluation(
