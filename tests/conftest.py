@@ -250,3 +250,10 @@ def view_run(small_demo, tmp_path_factory):
         return score, rep, audit
 
     return built_once(tmp_path_factory, "view-run", build)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """End the fork servers this process started (tests/forkserver.py), with any command still running."""
+    forkserver = sys.modules.get("forkserver")
+    if forkserver is not None:
+        forkserver.stop()

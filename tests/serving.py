@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import forkserver
 import httpx
 
 REPO = Path(__file__).resolve().parents[1]
@@ -40,6 +41,11 @@ class Server:
     def output(self) -> str:
         return self.log.read_text(errors="replace")
 
+    @property
+    def pid(self) -> int:
+        """The server's own process id (``proc`` may be the fork client that stands for it)."""
+        return forkserver.real_pid(self.proc.pid)
+
 
 @contextmanager
 def running_server(
@@ -56,7 +62,15 @@ def running_server(
     the server's soft and hard limit on open files."""
     port = free_port()
     log = tmp_path / f"serve-{port}.log"
-    cmd = [sys.executable, "-m", "judge.cli.serve", *args, "--port", str(port)]
+    env = env or server_env()
+    # Forked from a parent with the libraries imported (tests/forkserver.py), but with a limit to set: the
+    # limit must be the server's own, set before it starts.
+    serve = [*args, "--port", str(port)]
+    cmd = (
+        [sys.executable, "-m", "judge.cli.serve", *serve]
+        if open_files
+        else forkserver.command("judge.cli.serve", *serve, env=env)
+    )
 
     def limit() -> None:
         import resource
@@ -65,7 +79,7 @@ def running_server(
 
     with open(log, "wb") as out:
         proc = subprocess.Popen(
-            cmd, cwd=REPO, env=env or server_env(), stdout=out, stderr=subprocess.STDOUT,
+            cmd, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT,
             preexec_fn=limit if open_files else None,
         )  # fmt: skip
     server = Server(f"http://127.0.0.1:{port}", proc, log)

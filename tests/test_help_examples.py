@@ -3,7 +3,7 @@
 The examples are read from the help itself, and run from a workspace laid out as the repository is after
 ``bash scripts/demo.sh`` (its ``examples/``, ``annotations/demo`` and a ``runs/demo`` the demo script wrote,
 with few training steps so that it is quick). Each command runs as its console script would (a wrapper per
-``judge-*`` name that runs this checkout). Only ports change: a server's port is swapped for a free one,
+``judge-*`` name that runs this checkout's module, forked by ``tests/forkserver.py``). Only ports change: a server's port is swapped for a free one,
 in the server's command and in the commands that talk to it (examples name 8000, 8001, ...; on a shared
 machine those may be taken). A server (``judge-serve``, ``judge-view`` without ``--export``) counts as
 running once it is ready (``judge-serve``: ``GET /ready``, its judge loaded); its clients run, then it stops.
@@ -27,6 +27,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import forkserver
 import httpx
 import pytest
 
@@ -95,16 +96,14 @@ def workspace(tmp_path_factory):
     (ws / "annotations" / "demo").symlink_to(ROOT / "annotations" / "demo")
     bin_dir = ws / "bin"
     bin_dir.mkdir()
-    for name, module in COMMANDS.items():
-        wrapper = bin_dir / name
-        wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m {module} "$@"\n')
-        wrapper.chmod(0o755)
     env = {
         **os.environ,
         "PATH": f"{bin_dir}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
         "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
         "OMP_NUM_THREADS": "1",
     }
+    for name, module in COMMANDS.items():  # python -m MODULE, forked by tests/forkserver.py
+        forkserver.wrapper(bin_dir / name, module, env)
     # What scripts/demo.sh writes, with 4 training steps: the files the examples name under runs/demo/.
     demo = subprocess.run(
         ["bash", str(ROOT / "scripts" / "demo.sh"), "--steps", "4", "--out", str(ws / "runs" / "demo")],

@@ -181,7 +181,7 @@ def bomb_server(tmp_path_factory):
 
 
 def server_rss_kb(server) -> int:
-    for line in open(f"/proc/{server.proc.pid}/status"):
+    for line in open(f"/proc/{server.pid}/status"):
         if line.startswith("VmHWM:"):
             return int(line.split()[1])
     raise AssertionError("no VmHWM")

@@ -173,7 +173,7 @@ def test_a_body_of_tiny_items_is_refused_while_it_is_read(server):
 
 
 def peak_kb(server) -> int:
-    return int(open(f"/proc/{server.proc.pid}/status").read().split("VmHWM:")[1].split()[0])
+    return int(open(f"/proc/{server.pid}/status").read().split("VmHWM:")[1].split()[0])
 
 
 def post_body(server, body: bytes) -> httpx.Response:

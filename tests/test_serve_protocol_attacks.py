@@ -123,7 +123,7 @@ def test_a_logprob_distribution_does_not_grow_with_the_range(live):
     """G-Eval on "between 0 and 1000000" with logprobs: answered at once, the top_logprobs only integers
     that carry mass, the server's memory unchanged (before: a dict over every integer; 2,000,000 took
     3.4 s and +336 MiB)."""
-    pid = live.proc.pid
+    pid = live.pid
 
     def rss() -> int:
         with open(f"/proc/{pid}/status") as f:

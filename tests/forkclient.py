@@ -1,0 +1,107 @@
+"""Run ``python -m MODULE ARGS`` through a test run's fork server (``tests/forkserver.py``), or exec it.
+
+Usage: ``python -S tests/forkclient.py FOLDER MODULE [ARG ...]``. This process stands in for the command:
+it sends its argv, working folder, environment and standard streams (the file descriptors themselves) to the
+fork server of FOLDER whose environment matches on every variable read while the heavy libraries import
+(``signature``), forwards the signals it gets to the forked command, and exits as the command did (its exit
+code, or killed by the same signal). Killed itself (SIGKILL), the server kills the command. With no such
+server (not started yet, another environment, ``JUDGE_TEST_FORK=0``) it execs ``python -m MODULE ARGS``: a
+fresh interpreter in this very process. Standard library only: it must start in milliseconds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import select
+import signal
+import socket
+import sys
+
+#: environment variables read while torch, transformers, numpy, matplotlib ... import (thread pools, hub
+#: folders and modes, encodings, Python's own flags): a command is forked only from a server whose
+#: environment has the same values for every one of them.
+IMPORT_TIME = ("HF_", "HUGGINGFACE", "TRANSFORMERS", "TORCH", "PYTORCH", "OMP_", "MKL", "KMP_", "OPENBLAS",
+               "GOTO", "CUDA", "NCCL", "ACCELERATE", "TOKENIZERS", "PYTHON", "XDG_", "LANG", "LC_", "MPL",
+               "MATPLOTLIB", "NUMPY", "SCIPY", "TQDM", "HOME", "TMPDIR", "JUDGE_TEST_FORK")  # fmt: skip
+#: the signals a test sends a command (stop, interrupt, reload ...): passed on to the forked command
+FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
+
+
+def signature(env: dict[str, str]) -> str:
+    """A short hash of the import-time variables of ``env`` (names and values)."""
+    keys = sorted(k for k in env if k.startswith(IMPORT_TIME))
+    return hashlib.sha256(json.dumps([[k, env[k]] for k in keys]).encode()).hexdigest()[:16]
+
+
+def socket_path(folder: str, env: dict[str, str]) -> str:
+    return os.path.join(folder, f"zygote-{signature(env)}.sock")
+
+
+def main() -> None:
+    folder, module, args = sys.argv[1], sys.argv[2], sys.argv[3:]
+    env = dict(os.environ)
+    fresh = [sys.executable, "-m", module, *args]
+    path = socket_path(folder, env)
+    if env.get("JUDGE_TEST_FORK") == "0" or not os.path.exists(path):
+        os.execv(sys.executable, fresh)
+    # Signals are read from a pipe (the wakeup fd) in the same select as the server's messages: a Python
+    # handler may run too late to interrupt a blocking recv (a signal just before the call), a pipe can't.
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
+    # A signal this process ignores (SIGINT in a job started in the background) the command ignores too, as
+    # it inherits the disposition when exec'd; the others are passed on.
+    ignored = [int(s) for s in FORWARDED if signal.getsignal(s) == signal.SIG_IGN]
+    signal.set_wakeup_fd(wake_w)
+    for s in FORWARDED:
+        if s not in ignored:
+            signal.signal(s, lambda *_: None)
+    received: list[int] = []  # signals not yet passed on (the command not forked yet)
+    child = 0
+
+    def next_message(conn: socket.socket) -> dict:
+        """The server's next message; signals that come meanwhile go to the command (or wait for it)."""
+        while True:
+            ready, _, _ = select.select([conn, wake_r], [], [])
+            if wake_r in ready:
+                received.extend(os.read(wake_r, 512))
+                while child and received:
+                    os.kill(child, received.pop(0))
+            if conn in ready:
+                return json.loads(conn.recv(4096) or b"{}")
+
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        conn.connect(path)
+        request = json.dumps(
+            {"module": module, "args": args, "cwd": os.getcwd(), "env": env, "ignored": ignored}
+        ).encode()
+        socket.send_fds(conn, [request], [0, 1, 2])
+        reply = next_message(conn)
+    except OSError:
+        reply = {}
+    if "pid" not in reply:  # the server went away before forking: nothing has run yet
+        conn.close()
+        signal.set_wakeup_fd(-1)
+        for s in FORWARDED:
+            signal.signal(s, signal.SIG_IGN if s in ignored else signal.SIG_DFL)
+        for s in received:  # a signal meant for the command: it would have had it before starting
+            os.kill(os.getpid(), s)
+        os.execv(sys.executable, fresh)
+    child = reply["pid"]
+    # The command's process id, for a test that reads its /proc entry (memory, open files).
+    with open(os.path.join(folder, f"pid-{os.getpid()}"), "w") as f:
+        f.write(str(child))
+    while received:
+        os.kill(child, received.pop(0))
+    status = next_message(conn).get("status", 9)  # the server gone: as if killed
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        signal.signal(sig, signal.SIG_DFL)
+        os.kill(os.getpid(), sig)
+    sys.exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 1)
+
+
+if __name__ == "__main__":
+    main()
