@@ -3,7 +3,9 @@
 Usage: ``python -S tests/forkclient.py FOLDER MODULE [ARG ...]``. This process stands in for the command:
 it sends its argv, working folder, environment and standard streams (the file descriptors themselves) to the
 fork server of FOLDER whose environment matches on every variable read while the heavy libraries import
-(``signature``), forwards the signals it gets to the forked command, and exits as the command did (its exit
+(``signature``), forwards the signals it gets to the forked command (to its process group when this
+process leads a session of its own, as after ``start_new_session``: a ``killpg`` reaches what the command
+started), and exits as the command did (its exit
 code, or killed by the same signal). Killed itself (SIGKILL), the server kills the command. With no such
 server (not started yet, another environment, ``JUDGE_TEST_FORK=0``) it execs ``python -m MODULE ARGS``: a
 fresh interpreter in this very process. Standard library only: it must start in milliseconds.
@@ -24,7 +26,8 @@ import sys
 #: environment has the same values for every one of them.
 IMPORT_TIME = ("HF_", "HUGGINGFACE", "TRANSFORMERS", "TORCH", "PYTORCH", "OMP_", "MKL", "KMP_", "OPENBLAS",
                "GOTO", "CUDA", "NCCL", "ACCELERATE", "TOKENIZERS", "PYTHON", "XDG_", "LANG", "LC_", "MPL",
-               "MATPLOTLIB", "NUMPY", "SCIPY", "TQDM", "HOME", "TMPDIR", "JUDGE_TEST_FORK")  # fmt: skip
+               "MATPLOTLIB", "NUMPY", "SCIPY", "TQDM", "HOME", "TMPDIR", "TZ", "USE_TORCH", "USE_TF", "USE_JAX",
+               "LD_", "GLIBC", "MALLOC", "JUDGE_TEST_FORK")  # fmt: skip
 #: the signals a test sends a command (stop, interrupt, reload ...): passed on to the forked command
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
 
@@ -44,8 +47,26 @@ def main() -> None:
     env = dict(os.environ)
     fresh = [sys.executable, "-m", module, *args]
     path = socket_path(folder, env)
-    if env.get("JUDGE_TEST_FORK") == "0" or not os.path.exists(path):
+    # A relative PYTHONPATH entry was resolved against the server's folder when it imported: run fresh.
+    relative = any(p and not os.path.isabs(p) for p in env.get("PYTHONPATH", "").split(os.pathsep))
+    if env.get("JUDGE_TEST_FORK") == "0" or relative or not os.path.exists(path):
         os.execv(sys.executable, fresh)
+    # Started in a session of its own (start_new_session, to be stopped with killpg): the command gets a
+    # session of its own too, and a signal goes to its whole process group, as the killpg would.
+    session = os.getsid(0) == os.getpid()
+
+    def send(pid: int, sig: int) -> None:
+        try:
+            if session:
+                try:
+                    os.killpg(pid, sig)
+                    return
+                except ProcessLookupError:  # its group not made yet (just forked): the command alone
+                    pass
+            os.kill(pid, sig)
+        except ProcessLookupError:  # ended meanwhile: its status is on the way
+            pass
+
     # Signals are read from a pipe (the wakeup fd) in the same select as the server's messages: a Python
     # handler may run too late to interrupt a blocking recv (a signal just before the call), a pipe can't.
     wake_r, wake_w = os.pipe()
@@ -67,7 +88,7 @@ def main() -> None:
             if wake_r in ready:
                 received.extend(os.read(wake_r, 512))
                 while child and received:
-                    os.kill(child, received.pop(0))
+                    send(child, received.pop(0))
             if conn in ready:
                 return json.loads(conn.recv(4096) or b"{}")
 
@@ -75,7 +96,15 @@ def main() -> None:
     try:
         conn.connect(path)
         request = json.dumps(
-            {"module": module, "args": args, "cwd": os.getcwd(), "env": env, "ignored": ignored}
+            {
+                "module": module,
+                "args": args,
+                "cwd": os.getcwd(),
+                "env": env,
+                "ignored": ignored,
+                "client": os.getpid(),
+                "session": session,
+            }
         ).encode()
         socket.send_fds(conn, [request], [0, 1, 2])
         reply = next_message(conn)
@@ -90,15 +119,14 @@ def main() -> None:
             os.kill(os.getpid(), s)
         os.execv(sys.executable, fresh)
     child = reply["pid"]
-    # The command's process id, for a test that reads its /proc entry (memory, open files).
-    with open(os.path.join(folder, f"pid-{os.getpid()}"), "w") as f:
-        f.write(str(child))
     while received:
-        os.kill(child, received.pop(0))
+        send(child, received.pop(0))
     status = next_message(conn).get("status", 9)  # the server gone: as if killed
     if os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
-        signal.signal(sig, signal.SIG_DFL)
+        signal.set_wakeup_fd(-1)
+        if sig not in (signal.SIGKILL, signal.SIGSTOP):  # those two can't be caught, nor need resetting
+            signal.signal(sig, signal.SIG_DFL)
         os.kill(os.getpid(), sig)
     sys.exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 1)
 

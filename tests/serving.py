@@ -56,19 +56,22 @@ def running_server(
     ready_timeout: float = 120.0,
     wait_ready: bool = True,
     open_files: int | None = None,
+    fork: bool = True,
 ) -> Iterator[Server]:
     """Start ``judge-serve ARGS --port <free>`` and wait until ``/ready`` answers 200; stopped (SIGTERM,
     then SIGKILL) on exit. Its stdout and stderr go to a log file (``Server.output()``). ``open_files``:
-    the server's soft and hard limit on open files."""
+    the server's soft and hard limit on open files. ``fork``: started through the fork server
+    (``tests/forkserver.py``); False for a test that reads the server's command line or environment in
+    ``/proc`` (a forked server shows its parent's)."""
     port = free_port()
     log = tmp_path / f"serve-{port}.log"
     env = env or server_env()
-    # Forked from a parent with the libraries imported (tests/forkserver.py), but with a limit to set: the
-    # limit must be the server's own, set before it starts.
+    # Forked from a parent with the libraries imported (tests/forkserver.py), unless the caller asks for a
+    # fresh process or a limit is to be set (the server's own, before it starts).
     serve = [*args, "--port", str(port)]
     cmd = (
         [sys.executable, "-m", "judge.cli.serve", *serve]
-        if open_files
+        if open_files or not fork
         else forkserver.command("judge.cli.serve", *serve, env=env)
     )
 

@@ -60,7 +60,8 @@ def test_a_forked_command_sees_what_a_fresh_one_sees(probe):
         proc = subprocess.Popen(forkserver.command("probe", "report", "x y", env=env), cwd=folder, env=run_env,
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
         out, err = proc.communicate("given on stdin", timeout=120)
-        runs[name] = (proc.returncode, json.loads(out), err, forkserver.real_pid(proc.pid) != proc.pid)
+        got = json.loads(out)
+        runs[name] = (proc.returncode, got, err, got["pid"] != proc.pid)
     (code, got, err, forked), (fresh_code, fresh, fresh_err, fresh_forked) = runs["forked"], runs["fresh"]
     assert forked and not fresh_forked  # the first was forked by the server, the second exec'd in place
     assert got["torch_loaded"] and not fresh["torch_loaded"]
@@ -134,3 +135,52 @@ def test_another_import_time_environment_runs_fresh(probe):
     out, _ = proc.communicate(timeout=120)
     got = json.loads(out)
     assert got["pid"] == proc.pid and not got["torch_loaded"]
+
+
+def test_a_signal_while_the_command_is_forked_ends_the_command_not_the_server(probe):
+    """A signal sent at once (before the server has answered with the command's pid) reaches the command,
+    which ends by it; the server and the other commands it runs are untouched."""
+    folder, env = probe
+    bystander = start(folder, env, "sleep")
+    wait_line(bystander)
+    for _ in range(20):
+        proc = start(folder, env, "sleep")
+        time.sleep(0.005)  # the client is connecting or waiting for the fork
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == -signal.SIGTERM
+    assert bystander.poll() is None  # the server did not stop (it would have killed every command)
+    bystander.terminate()
+    assert bystander.wait(timeout=30) == -signal.SIGTERM
+
+
+def test_a_client_whose_server_goes_ends_as_killed(probe):
+    folder, env = probe
+    proc = start(folder, env, "sleep")
+    wait_line(proc)
+    forkserver.stop()  # the server ends, killing its commands
+    assert proc.wait(timeout=30) == -signal.SIGKILL
+    assert "Traceback" not in proc.stderr.read()
+
+
+def test_killpg_of_a_new_session_reaches_what_the_command_started(probe):
+    """A test that starts a command in a session of its own and stops it with killpg (the --help examples'
+    servers) stops what the command started too, as with a fresh process."""
+    folder, env = probe
+    (folder / "spawner.py").write_text(
+        "import subprocess, sys, time\n"
+        "child = subprocess.Popen(['sleep', '300'])\n"
+        "print(child.pid, flush=True)\n"
+        "time.sleep(300)\n"
+    )
+    for fork in ("1", "0"):
+        run_env = {**env, "JUDGE_TEST_FORK": fork} if fork == "0" else env
+        proc = subprocess.Popen(forkserver.command("spawner", env=env), cwd=folder, env=run_env,
+                                stdout=subprocess.PIPE, text=True, start_new_session=True)  # fmt: skip
+        grandchild = int(proc.stdout.readline())
+        assert (forkserver.real_pid(proc.pid) != proc.pid) == (fork == "1")
+        os.killpg(proc.pid, signal.SIGTERM)
+        assert proc.wait(timeout=30) == -signal.SIGTERM
+        deadline = time.monotonic() + 10
+        while "zombie" not in _state(grandchild):
+            assert time.monotonic() < deadline, f"fork={fork}: the command's child outlived the killpg"
+            time.sleep(0.05)

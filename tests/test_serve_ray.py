@@ -64,7 +64,9 @@ def test_two_replicas_serve_the_same_scores_and_stop_clean(tmp_path):
     args = [*TINY, "--device", "cpu", "--ray", "--replicas", "2", "--image-root", "annotations/demo"]
     # The key comes from the environment of judge-serve: the replicas must get it from the driver.
     env = server_env(**{name: value, "JUDGE_API_KEY": KEY})
-    with running_server(args, tmp_path, env=env, wait_ready=False) as server:
+    # Not forked: what outlives the stop is found by the marker in /proc/PID/environ, which a forked server
+    # would not show (it shows its parent's).
+    with running_server(args, tmp_path, env=env, wait_ready=False, fork=False) as server:
         # The reference scores, from the judge in memory, while Ray starts.
         judge = Judge.load("tiny", rubric="mmie", device="cpu")
         expected = {(r.id, r.criterion): r.score for r in judge.score_records(items, root=DEMO)}
