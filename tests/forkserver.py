@@ -2,9 +2,8 @@
 heavy libraries already imported forks each ``python -m judge.cli.X ...`` a test runs through
 ``tests/forkclient.py``.
 
-Why: a command's own work on the tiny judges takes a second or two, but starting it took about 7 s of CPU,
-almost all of it importing torch and transformers' model code; the suite starts a few hundred such
-commands, and on a 2-core machine that CPU was about a quarter of the test step.
+Why: on the tiny judges most of a command's CPU went to importing torch and transformers' model code, not to
+its own work, and the suite starts a few hundred such commands on a 2-core machine.
 
 What a forked command is: a real process of its own, with its argv, working folder, environment, standard
 streams, signals and exit status, running the command's module as ``python -m`` does (``runpy``, as

@@ -17,7 +17,7 @@ import time
 import forkserver
 import pytest
 
-pytestmark = pytest.mark.slow  # the server imports torch and transformers once (about 7 s of CPU)
+pytestmark = pytest.mark.slow  # the server imports torch and transformers once
 
 PROBE = """
 import json, os, signal, sys, time
