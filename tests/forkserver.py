@@ -73,7 +73,11 @@ def _start(env: Mapping[str, str], now: bool = False) -> str:
     from forkclient import signature
 
     if _folder is None:
-        _folder = tempfile.mkdtemp(prefix="judge-fork-")
+        # A Unix socket's path has at most 107 bytes: a long TMPDIR gives way to /tmp.
+        short = (
+            tempfile.gettempdir() if len(tempfile.gettempdir()) <= 60 or not os.path.isdir("/tmp") else "/tmp"
+        )
+        _folder = tempfile.mkdtemp(prefix="judge-fork-", dir=short)
         atexit.register(stop)
     key = signature(dict(env))
     _asked[key] = _asked.get(key, 0) + 1
