@@ -69,7 +69,8 @@ def _start(env: Mapping[str, str], now: bool = False) -> str:
     commands that come before it listens run fresh) the second time a command asks for it, or at once with
     ``now``: a server costs the imports it saves, so an environment used once gets none."""
     global _folder
-    sys.path.insert(0, str(HERE))
+    if str(HERE) not in sys.path:
+        sys.path.insert(0, str(HERE))
     from forkclient import signature
 
     if _folder is None:
