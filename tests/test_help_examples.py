@@ -3,10 +3,11 @@
 The examples are read from the help itself, and run from a workspace laid out as the repository is after
 ``bash scripts/demo.sh`` (its ``examples/``, ``annotations/demo`` and a ``runs/demo`` the demo script wrote,
 with few training steps so that it is quick). Each command runs as its console script would (a wrapper per
-``judge-*`` name that runs this checkout's module, forked by ``tests/forkserver.py``). Only ports change: a server's port is swapped for a free one,
-in the server's command and in the commands that talk to it (examples name 8000, 8001, ...; on a shared
-machine those may be taken). A server (``judge-serve``, ``judge-view`` without ``--export``) counts as
-running once it is ready (``judge-serve``: ``GET /ready``, its judge loaded); its clients run, then it stops.
+``judge-*`` name that runs this checkout's module, forked by ``tests/forkserver.py``). Only ports change: a
+server's port is swapped for a free one, in the server's command and in the commands that talk to it
+(examples name 8000, 8001, ...; on a shared machine those may be taken). A server (``judge-serve``,
+``judge-view`` without ``--export``) counts as running once it is ready (``judge-serve``: ``GET /ready``, its
+judge loaded); its clients run, then it stops.
 A command's examples that each write only their own ``--out`` folder run two at a time (each on one
 thread), as two newcomers' shells would, and so do a command's servers, each with its clients;
 the other examples run in the order the help gives.
