@@ -1,14 +1,16 @@
-"""Run ``python -m MODULE ARGS`` through a test run's fork server (``tests/forkserver.py``), or exec it.
+"""Run ``python -m MODULE ARGS`` (or ``python SCRIPT ARGS``) through a test run's fork server
+(``tests/forkserver.py``), or exec it.
 
-Usage: ``python -S tests/forkclient.py FOLDER MODULE [ARG ...]``. This process stands in for the command:
+Usage: ``python -S tests/forkclient.py FOLDER [--exe PYTHON] MODULE [ARG ...]``, or ``FOLDER [--exe PYTHON]
+--path SCRIPT [ARG ...]`` (``--exe``: the command's ``sys.executable``, when a shim stands for Python). This process stands in for the command:
 it sends its argv, working folder, environment and standard streams (the file descriptors themselves) to the
 fork server of FOLDER whose environment matches on every variable read while the heavy libraries import
 (``signature``), forwards the signals it gets to the forked command (to its process group when this
 process leads a session of its own, as after ``start_new_session``: a ``killpg`` reaches what the command
 started), and exits as the command did (its exit
 code, or killed by the same signal). Killed itself (SIGKILL), the server kills the command. With no such
-server (not started yet, another environment, ``JUDGE_TEST_FORK=0``) it execs ``python -m MODULE ARGS``: a
-fresh interpreter in this very process. Standard library only: it must start in milliseconds.
+server (not started yet, another environment, ``JUDGE_TEST_FORK=0``) it execs ``python -m MODULE ARGS``
+(``python SCRIPT ARGS``): a fresh interpreter in this very process. Standard library only: it must start in milliseconds.
 """
 
 from __future__ import annotations
@@ -28,13 +30,19 @@ IMPORT_TIME = ("HF_", "HUGGINGFACE", "TRANSFORMERS", "TORCH", "PYTORCH", "OMP_",
                "GOTO", "CUDA", "NCCL", "ACCELERATE", "TOKENIZERS", "PYTHON", "XDG_", "LANG", "LC_", "MPL",
                "MATPLOTLIB", "NUMPY", "SCIPY", "TQDM", "HOME", "TMPDIR", "TZ", "USE_TORCH", "USE_TF", "USE_JAX",
                "LD_", "GLIBC", "MALLOC", "JUDGE_TEST_FORK")  # fmt: skip
+#: ... but these, which launchers (accelerate launch, torchrun) set for each run, or importing torch sets
+#: (``TORCHINDUCTOR_CACHE_DIR``: every process a command starts has it), and only run-time code reads
+#: (``PYTHONUNBUFFERED``, or ``-u``, the server applies to each command's streams): the processes of every
+#: launch are forked from one server.
+RUN_TIME = ("TORCHELASTIC_", "ACCELERATE_", "TORCH_NCCL_ASYNC_ERROR_HANDLING", "PYTORCH_NVML_BASED_CUDA_CHECK",
+            "TORCHINDUCTOR_CACHE_DIR", "PYTHONUNBUFFERED")  # fmt: skip
 #: the signals a test sends a command (stop, interrupt, reload ...): passed on to the forked command
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
 
 
 def signature(env: dict[str, str]) -> str:
     """A short hash of the import-time variables of ``env`` (names and values)."""
-    keys = sorted(k for k in env if k.startswith(IMPORT_TIME))
+    keys = sorted(k for k in env if k.startswith(IMPORT_TIME) and not k.startswith(RUN_TIME))
     return hashlib.sha256(json.dumps([[k, env[k]] for k in keys]).encode()).hexdigest()[:16]
 
 
@@ -43,9 +51,17 @@ def socket_path(folder: str, env: dict[str, str]) -> str:
 
 
 def main() -> None:
-    folder, module, args = sys.argv[1], sys.argv[2], sys.argv[3:]
+    folder, args = sys.argv[1], sys.argv[2:]
+    exe = None  # the program that stands for python (forkserver.python_shim): the command's sys.executable
+    if args[0] == "--exe":
+        exe, args = args[1], args[2:]
+    if args[0] == "--path":  # python SCRIPT ARGS
+        module, script, args = None, args[1], args[2:]
+        fresh = [sys.executable, script, *args]
+    else:  # python -m MODULE ARGS
+        module, script, args = args[0], None, args[1:]
+        fresh = [sys.executable, "-m", module, *args]
     env = dict(os.environ)
-    fresh = [sys.executable, "-m", module, *args]
     path = socket_path(folder, env)
     # A relative PYTHONPATH entry was resolved against the server's folder when it imported: run fresh.
     relative = any(p and not os.path.isabs(p) for p in env.get("PYTHONPATH", "").split(os.pathsep))
@@ -98,6 +114,8 @@ def main() -> None:
         request = json.dumps(
             {
                 "module": module,
+                "path": script,
+                "exe": exe,
                 "args": args,
                 "cwd": os.getcwd(),
                 "env": env,

@@ -14,8 +14,11 @@ plain ``[sys.executable, "-m", ...]``; and a command is only forked from a serve
 same value for every variable the libraries read while importing (``forkclient.signature``); any other runs
 fresh. ``JUDGE_TEST_FORK=0`` runs every command fresh.
 
-Test code calls :func:`command` for the argv to start, and :func:`wrapper` for a shell script that stands
-for a console script (``judge-score`` ...). Run as a script (``python tests/forkserver.py FOLDER``), this
+Test code calls :func:`command` for the argv to start, :func:`wrapper` for a shell script that stands for a
+console script (``judge-score`` ...), :func:`python` / :func:`python_on_path` for a program that stands for
+``python`` itself (``python SCRIPT``, ``python -m MODULE``: a shell script's steps, and what a forked command
+starts with ``sys.executable``), and :func:`launcher` for ``accelerate launch`` with its worker processes
+forked (through torchrun's ``PYTHON_EXEC``). Run as a script (``python tests/forkserver.py FOLDER``), this
 file is the server: it imports, listens on ``FOLDER/zygote-<signature>.sock``, and ends when its standard
 input closes (the test process that started it has ended) or on SIGTERM, SIGINT (Ctrl-C) or SIGHUP, killing
 the commands still running and removing its socket (and the folder, once no other server is in it).
@@ -68,11 +71,26 @@ def _start(env: Mapping[str, str], now: bool = False) -> str:
     """The folder of this test process's servers; the server for ``env`` is started (in the background: the
     commands that come before it listens run fresh) the second time a command asks for it, or at once with
     ``now``: a server costs the imports it saves, so an environment used once gets none."""
-    global _folder
     if str(HERE) not in sys.path:
         sys.path.insert(0, str(HERE))
     from forkclient import signature
 
+    folder = _the_folder()
+    key = signature(dict(env))
+    _asked[key] = _asked.get(key, 0) + 1
+    if key not in _servers and (now or _asked[key] > 1):
+        log = open(os.path.join(folder, f"zygote-{key}.log"), "wb")
+        _servers[key] = subprocess.Popen(
+            [sys.executable, str(Path(__file__).resolve()), folder], env=dict(env), stdin=subprocess.PIPE,
+            stdout=log, stderr=subprocess.STDOUT, cwd=str(HERE.parent),
+        )  # fmt: skip
+        log.close()
+    return folder
+
+
+def _the_folder() -> str:
+    """This test process's folder of sockets, logs and shims (made on first use)."""
+    global _folder
     if _folder is None:
         # A Unix socket's path has at most 107 bytes: a long TMPDIR gives way to /tmp.
         short = (
@@ -80,15 +98,6 @@ def _start(env: Mapping[str, str], now: bool = False) -> str:
         )
         _folder = tempfile.mkdtemp(prefix="judge-fork-", dir=short)
         atexit.register(stop)
-    key = signature(dict(env))
-    _asked[key] = _asked.get(key, 0) + 1
-    if key not in _servers and (now or _asked[key] > 1):
-        log = open(os.path.join(_folder, f"zygote-{key}.log"), "wb")
-        _servers[key] = subprocess.Popen(
-            [sys.executable, str(Path(__file__).resolve()), _folder], env=dict(env), stdin=subprocess.PIPE,
-            stdout=log, stderr=subprocess.STDOUT, cwd=str(HERE.parent),
-        )  # fmt: skip
-        log.close()
     return _folder
 
 
@@ -144,6 +153,76 @@ def wrapper(path: Path, module: str, env: Mapping[str, str]) -> None:
     path.chmod(0o755)
 
 
+#: what a launched worker imports beyond HEAVY: accelerate, the trainer and DeepSpeed (not the launcher
+#: itself: runpy warns when the module it runs was imported before)
+LAUNCH_IMPORTS = ("accelerate", "transformers.trainer", "trl", "deepspeed")
+
+
+def launcher(
+    env: Mapping[str, str], *args: str, cwd: str | os.PathLike[str], deepspeed: bool = False
+) -> tuple[list[str], dict[str, str]]:
+    """The argv and environment that run ``accelerate launch ARGS`` from ``cwd`` with the launcher and the
+    processes it starts forked: torchrun starts each worker as ``$PYTHON_EXEC -u -m MODULE ...``, and
+    ``PYTHON_EXEC`` names a shim that runs that through the fork server (see :func:`python_shim`). The
+    servers start now, and are waited for. With ``deepspeed``, accelerate's DeepSpeed launcher appends ``cwd`` to the
+    workers' ``PYTHONPATH``: a server for that environment too. Forking off: a plain launch."""
+    if not enabled():
+        return [sys.executable, "-m", "accelerate.commands.launch", *args], dict(env)
+    env = {**env, "JUDGE_TEST_FORK_IMPORTS": ",".join(LAUNCH_IMPORTS)}
+    env["PYTHON_EXEC"] = python_shim()
+    envs = [env]
+    if deepspeed:  # as accelerate.utils.launch.env_var_path_add writes it
+        paths = [p for p in env.get("PYTHONPATH", "").split(":") if p]
+        envs.append({**env, "PYTHONPATH": ":".join([*paths, os.path.abspath(cwd)])})
+    # Waited for: a worker that came before its server listens would import everything again, fresh.
+    for e in envs:
+        wait_ready(e)
+    return command("accelerate.commands.launch", *args, env=env), env
+
+
+def python_shim() -> str:
+    """The path of a program that stands for ``python`` (torchrun's ``PYTHON_EXEC``; ``python3`` beside it,
+    for a ``PATH``): ``[-u] -m MODULE ARGS`` and ``[-u] SCRIPT ARGS`` run through the fork server for the
+    environment they are started in (``-u`` as ``PYTHONUNBUFFERED=1``), or fresh where that server has not
+    started; any other command line (``-c``, other options) is Python's. A command forked through it has the
+    shim as its ``sys.executable``, as Python started by that name would."""
+    folder = Path(_the_folder(), "bin")
+    path = folder / "python"
+    if not path.exists():
+        folder.mkdir(exist_ok=True)
+        client = f'"{sys.executable}" -S "{CLIENT}" "{_folder}" --exe "$0"'
+        path.write_text(
+            "#!/bin/sh\n"
+            'if [ "$1" = "-u" ]; then shift; export PYTHONUNBUFFERED=1; fi\n'
+            f'if [ "$1" = "-m" ]; then shift; exec {client} "$@"; fi\n'
+            f'case "$1" in ""|-*) ;; *) exec {client} --path "$@";; esac\n'
+            f'exec "{sys.executable}" "$@"\n'
+        )
+        path.chmod(0o755)
+        (folder / "python3").symlink_to("python")
+    return str(path)
+
+
+def python(env: Mapping[str, str]) -> str:
+    """A program to start instead of ``sys.executable`` for processes started with ``env``: the shim of
+    :func:`python_shim`, with the server for ``env`` started and waited for (so a process it starts with
+    ``sys.executable``, the shim for it, is forked too). Forking off: ``sys.executable``."""
+    if not enabled():
+        return sys.executable
+    shim = python_shim()
+    wait_ready(env)
+    return shim
+
+
+def python_on_path(env: Mapping[str, str]) -> dict[str, str]:
+    """``env`` with ``python`` and ``python3`` on its ``PATH`` standing for this Python, as :func:`python`
+    (a shell script's commands). Forking off: ``env`` itself."""
+    if not enabled():
+        return dict(env)
+    bin_dir = Path(python(env)).parent
+    return {**env, "PATH": os.pathsep.join([str(bin_dir), env.get("PATH", os.defpath)])}
+
+
 def real_pid(pid: int) -> int:
     """The process id of the command that the process ``pid`` (what :func:`command` started) runs: the
     forked command's, or ``pid`` itself when it ran fresh."""
@@ -170,7 +249,8 @@ def _serve(folder: str):
 
     before = dict(os.environ)
     path = socket_path(folder, before)  # before importing: an import may set a variable
-    for name in HEAVY:
+    # More for the servers of some commands (accelerate launch's workers: accelerate, deepspeed ...).
+    for name in (*HEAVY, *filter(None, os.environ.get("JUDGE_TEST_FORK_IMPORTS", "").split(","))):
         __import__(name)
     # What the imports set (torch: TORCHINDUCTOR_CACHE_DIR), a fresh command would have set too.
     set_by_imports = {k: v for k, v in os.environ.items() if before.get(k) != v}
@@ -274,6 +354,7 @@ def _serve(folder: str):
 
 def _become(request: dict, fds: list[int], set_by_imports: dict[str, str]) -> None:
     """In the forked child: take the client's streams, environment, folder and argv."""
+    import io
     import runpy
 
     for target, fd in enumerate(fds):
@@ -283,12 +364,41 @@ def _become(request: dict, fds: list[int], set_by_imports: dict[str, str]) -> No
     os.environ.update(request["env"])
     os.environ.update(set_by_imports)
     os.chdir(request["cwd"])
-    # As `python -m` sets it: the working folder first, then PYTHONPATH and the installation's folders.
-    sys.path[:] = [request["cwd"], *(p for p in sys.path[1:] if p != str(HERE))]
-    sys.argv = [request["module"], *request["args"]]
+    # The streams as a fresh Python makes them for these fds and this environment (not the server's): with
+    # PYTHONUNBUFFERED (or -u) nothing is held in a buffer; else stdout is line-buffered on a terminal only,
+    # stderr always.
+    unbuffered = bool(request["env"].get("PYTHONUNBUFFERED"))
+    for name, fd in (("stdout", 1), ("stderr", 2)):
+        old = getattr(sys, name)
+        new = io.TextIOWrapper(
+            open(fd, "wb", buffering=0 if unbuffered else -1, closefd=False),  # noqa: SIM115 (fds 1, 2 stay)
+            encoding=old.encoding, errors=old.errors, write_through=unbuffered,
+            line_buffering=not unbuffered and (name == "stderr" or os.isatty(fd)),
+        )  # fmt: skip
+        setattr(sys, name, new)
+        setattr(sys, f"__{name}__", new)
+    if request.get("exe"):  # started as the shim that stands for python: what Python would say
+        sys.executable = request["exe"]
+    script = request.get("path")
+    first = os.path.dirname(os.path.realpath(script)) if script else request["cwd"]
+    sys.path[:] = [first, *(p for p in sys.path[1:] if p != str(HERE))]
+    sys.argv = [script or request["module"], *request["args"]]
     if "numpy" in sys.modules:  # seeded from the OS at import: every child would draw the same numbers
         sys.modules["numpy"].random.seed()
-    runpy.run_module(request["module"], run_name="__main__", alter_sys=True)
+    if (
+        script
+    ):  # as `python SCRIPT` runs it: __file__ absolute, sys.argv[0] as given (runpy.run_path sets both)
+        import types
+
+        path = os.path.abspath(script)
+        main = types.ModuleType("__main__")
+        main.__file__ = path
+        sys.modules["__main__"] = main
+        with open(path, "rb") as f:
+            code = compile(f.read(), path, "exec")
+        exec(code, main.__dict__)
+    else:
+        runpy.run_module(request["module"], run_name="__main__", alter_sys=True)
 
 
 if __name__ == "__main__":

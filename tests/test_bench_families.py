@@ -3,16 +3,27 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
-import sys
 from pathlib import Path
+
+import forkserver
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 def test_bench_families_runs_with_a_tiny_workload(tmp_path):
     out = tmp_path / "f.json"
-    cmd = [sys.executable, "scripts/bench_families.py", "--responses", "2", "--repeats", "1", "--batch", "1"]
+    cmd = [
+        forkserver.python(os.environ),
+        "scripts/bench_families.py",
+        "--responses",
+        "2",
+        "--repeats",
+        "1",
+        "--batch",
+        "1",
+    ]
     r = subprocess.run([*cmd, "--out", str(out)], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     data = json.loads(out.read_text())
@@ -32,7 +43,16 @@ def test_bench_families_runs_with_a_tiny_workload(tmp_path):
 
 def test_bench_families_times_the_models_asked_for(tmp_path):
     out = tmp_path / "f.json"
-    cmd = [sys.executable, "scripts/bench_families.py", "--responses", "1", "--repeats", "1", "--batch", "1"]
+    cmd = [
+        forkserver.python(os.environ),
+        "scripts/bench_families.py",
+        "--responses",
+        "1",
+        "--repeats",
+        "1",
+        "--batch",
+        "1",
+    ]
     cmd += ["--models", "tiny-llava-onevision", "--out", str(out)]
     r = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr

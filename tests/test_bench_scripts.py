@@ -14,6 +14,7 @@ import re
 import sys
 from pathlib import Path
 
+import forkserver
 import pytest
 
 SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
@@ -481,7 +482,10 @@ def test_gpu_figures_all_runs_every_step_on_the_cpu(tmp_path):
     env = dict(os.environ, SHAPE="tiny", QWEN_SHAPE="tiny-qwen2.5-vl", DEVICE="cpu", RESPONSES="4",
                QWEN_RESPONSES="4", REPRO_RESPONSES="3", TARGETS="1", STEPS="1", BATCH="2", WORKERS="1",
                PROMPT_TOKENS="250", BOUND_SCALE="8", SCORE_BUDGET="2000", QWEN_BUDGET="2000", TRAIN_BUDGET="2000",
-               PYTHONPATH=str(repo))  # fmt: skip
+               PYTHONPATH=str(repo), TOKENIZERS_PARALLELISM="false", HF_HUB_OFFLINE="1")  # fmt: skip
+    # The script's `python3 scripts/bench_*.py` steps forked by the test run's fork server (the variables it
+    # exports itself are in env already: the same server for each step).
+    env = forkserver.python_on_path(env)
     res = subprocess.run(
         ["bash", "scripts/device/gpu_figures.sh", "all", str(tmp_path)],
         cwd=repo, env=env, capture_output=True, text=True, timeout=3000,

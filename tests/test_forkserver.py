@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import subprocess
+import sys
 import time
+from pathlib import Path
 
 import forkserver
 import pytest
@@ -25,9 +28,13 @@ mode = sys.argv[1]
 if mode == "report":
     print(json.dumps({"argv": sys.argv[1:], "cwd": os.getcwd(), "path0": sys.path[0], "var": os.environ.get("PROBE_VAR"),
                       "stdin": sys.stdin.read(), "torch_loaded": "torch" in sys.modules, "pid": os.getpid(),
-                      "tests_on_path": any(p.endswith("/tests") for p in sys.path)}))
+                      "tests_on_path": any(p.endswith("/tests") for p in sys.path), "file": __file__,
+                      "argv0": sys.argv[0], "exe": sys.executable, "ppid": os.getppid(), "rank": os.environ.get("RANK")}))
     print("to stderr", file=sys.stderr)
-    sys.exit(3)
+    sys.exit(int(os.environ.get("PROBE_EXIT", "3")))
+if mode == "unbuffered":  # no flush: only an unbuffered stdout shows it before the process ends
+    print("ready")
+    time.sleep(120)
 if mode == "sigterm":
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(7))
 print("ready", flush=True)
@@ -179,3 +186,88 @@ def test_killpg_of_a_new_session_reaches_what_the_command_started(probe):
         while "zombie" not in _state(grandchild):
             assert time.monotonic() < deadline, f"fork={fork}: the command's child outlived the killpg"
             time.sleep(0.05)
+
+
+def _report(cmd: str, folder, env) -> dict:
+    out = subprocess.run(["bash", "-c", cmd], cwd=folder, env=env, stdin=subprocess.DEVNULL, capture_output=True,
+                         text=True, timeout=120)  # fmt: skip
+    assert out.returncode == 3, out.stderr
+    return json.loads(out.stdout)
+
+
+def test_the_python_shim_runs_scripts_and_modules_as_python_does(probe, tmp_path):
+    """``python3`` on a PATH (a shell script's steps) and torchrun's PYTHON_EXEC: ``SCRIPT ARGS``, ``-m MODULE``
+    and ``-u`` forked, with what a fresh Python would have (argv, sys.path[0], __file__, the unbuffered
+    streams), the shim as sys.executable; ``-c`` and a shim used with forking off run fresh."""
+    folder, env = probe
+    forked_env = forkserver.python_on_path(env)
+    fresh_env = {**env, "JUDGE_TEST_FORK": "0"}
+    shim = forkserver.python_shim()
+    (tmp_path / "sub").mkdir()
+    link = tmp_path / "sub" / "probe_link.py"  # sys.path[0] is the script's real folder, links resolved
+    link.symlink_to(folder / "probe.py")
+    for cmd in ("python3 sub/probe_link.py report 'x y'", "python3 -m probe report 'x y'",
+                "python3 -u -m probe report 'x y'"):  # fmt: skip
+        forked, fresh = (
+            _report(cmd, folder, forked_env),
+            _report(f"{sys.executable} {cmd[8:]}", folder, fresh_env),
+        )
+        assert forked["torch_loaded"] and not fresh["torch_loaded"], cmd
+        for key in ("argv", "argv0", "cwd", "path0", "file", "var", "tests_on_path"):
+            assert forked[key] == fresh[key], (cmd, key, forked[key], fresh[key])
+        assert forked["exe"] == str(Path(shim).parent / "python3") and fresh["exe"] == sys.executable, cmd
+    assert forked["argv"] == ["report", "x y"] and forked["path0"] == str(folder)
+    c = subprocess.run([shim, "-c", "import sys; print('torch' in sys.modules, sys.executable)"], env=env,
+                       capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert c.stdout.split() == ["False", sys.executable]
+    # -u: a line printed without a flush reaches the pipe while the command still runs; without it, not.
+    buffered = {
+        k: v for k, v in env.items() if k != "PYTHONUNBUFFERED"
+    }  # the same server: a run-time variable
+    for flags in (["-u"], []):
+        proc = subprocess.Popen([shim, *flags, "-m", "probe", "unbuffered"], cwd=folder, env=buffered,
+                                stdout=subprocess.PIPE, text=True)  # fmt: skip
+        try:
+            if flags:
+                assert proc.stdout.readline().strip() == "ready"
+            else:
+                time.sleep(2)
+                assert not select.select([proc.stdout], [], [], 0)[0], "buffered stdout came before the end"
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+
+
+def test_accelerate_launch_forks_the_launcher_and_its_workers(probe):
+    """forkserver.launcher: accelerate launch's two processes (torchrun's ``$PYTHON_EXEC -u -m MODULE``) are
+    forked from one server although the launcher gives each its own run-time variables (RANK, TORCHELASTIC_*,
+    ACCELERATE_*); the launcher too."""
+    folder, env = probe
+    cmd, launch_env = forkserver.launcher(
+        {**env, "OMP_NUM_THREADS": "1", "PROBE_EXIT": "0"}, "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
+        "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", str(_free_port()),
+        "-m", "probe", "report", cwd=folder,
+    )  # fmt: skip
+    proc = subprocess.Popen(cmd, cwd=folder, env=launch_env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    launcher_forked = False
+    while proc.poll() is None and not launcher_forked:  # its pid file lives as long as the command
+        launcher_forked = forkserver.real_pid(proc.pid) != proc.pid
+        time.sleep(0.05)
+    stdout, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == 0 and launcher_forked, stderr[-3000:]
+    reports = [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
+    assert sorted(r["rank"] for r in reports) == ["0", "1"], stdout + stderr[-3000:]
+    for r in reports:
+        assert r["torch_loaded"] and r["argv"] == ["report"] and r["path0"] == str(folder), r
+    # A forked process's parent is its server, never the client that stands for it.
+    servers = {p.pid for p in forkserver._servers.values()}
+    assert {r["ppid"] for r in reports} <= servers, (reports, servers)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

@@ -103,6 +103,9 @@ def workspace(tmp_path_factory):
         "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
         "OMP_NUM_THREADS": "1",
     }
+    if forkserver.enabled():
+        # `python3 scripts/demo.py` (demo.sh) and the processes `accelerate launch` starts, forked too.
+        env = forkserver.python_on_path({**env, "PYTHON_EXEC": forkserver.python_shim()})
     for name, module in COMMANDS.items():  # python -m MODULE, forked by tests/forkserver.py
         forkserver.wrapper(bin_dir / name, module, env)
     # What scripts/demo.sh writes, with 4 training steps: the files the examples name under runs/demo/.

@@ -13,10 +13,10 @@ import random
 import shutil
 import socket
 import subprocess
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import forkserver
 import httpx
 import pytest
 from serving import REPO, running_server, server_env
@@ -123,11 +123,11 @@ def test_judge_score_shards_and_judge_serve_give_the_same_bits(tmp_path):
 
     # Two shards (accelerate's multi-process launcher on the CPU, as the sharded scoring test runs it).
     out = tmp_path / "two"
-    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
-           "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
-           "--main_process_port", str(free_port()), "-m", "judge.cli.score", str(data / "items.jsonl"),
-           "--out", str(out), "--device", "cpu", *common]  # fmt: skip
-    env = {**server_env(), "OMP_NUM_THREADS": "1"}
+    args = ["--multi_gpu", "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no",
+            "--dynamo_backend", "no", "--main_process_port", str(free_port()), "-m", "judge.cli.score",
+            str(data / "items.jsonl"), "--out", str(out), "--device", "cpu", *common]  # fmt: skip
+    # The launcher and its processes forked by the test run's fork server.
+    cmd, env = forkserver.launcher({**server_env(), "OMP_NUM_THREADS": "1"}, *args, cwd=tmp_path)
     res = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stderr[-3000:]
     assert json.loads((out / "run.json").read_text())["world_size"] == 2

@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+import forkserver
 import pytest
 
 from judge.cli.score import main
@@ -130,10 +131,7 @@ def test_two_processes_give_the_records_of_one(inputs, reference, tmp_path):
     out = tmp_path / "out"
     # accelerate 1.15: "--cpu --num_processes 2" starts ONE process (its simple launcher needs an MPI hostfile
     # for more); two CPU processes come from the multi-process launcher (torchrun), with the engine on CPU.
-    cmd = [
-        sys.executable,
-        "-m",
-        "accelerate.commands.launch",
+    args = [
         "--multi_gpu",
         "--num_processes",
         "2",
@@ -158,7 +156,8 @@ def test_two_processes_give_the_records_of_one(inputs, reference, tmp_path):
         "cpu",
         "--no-progress",
     ]
-    res = subprocess.run(cmd, cwd=tmp_path, env=env(), capture_output=True, text=True, timeout=300)
+    cmd, launch_env = forkserver.launcher(env(), *args, cwd=tmp_path)  # its processes forked
+    res = subprocess.run(cmd, cwd=tmp_path, env=launch_env, capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr[-3000:]
     assert_same(scores(out), reference)
     assert not list(out.glob("scores.part*.jsonl"))

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import forkserver
 import pytest
 import torch
 
@@ -215,10 +216,7 @@ def test_two_process_ddp(small_demo, tmp_path, rubric):
     """accelerate launch with two CPU processes (gloo): the loss falls, the judge is written once, and the
     validation shared out across the processes gives the metrics one process gives on the same weights."""
     out = tmp_path / "ddp"
-    cmd = [
-        sys.executable,
-        "-m",
-        "accelerate.commands.launch",
+    args = [
         "--config_file",
         "configs/accelerate/ddp_cpu.yaml",
         "--main_process_port",
@@ -229,7 +227,7 @@ def test_two_process_ddp(small_demo, tmp_path, rubric):
         "demo",
     ]
     # One response per forward batch (eval.batch_tokens): the processes score 5 and 4 of the 9 responses.
-    cmd += _set_args(
+    args += _set_args(
         _overrides(
             small_demo,
             out,
@@ -243,7 +241,8 @@ def test_two_process_ddp(small_demo, tmp_path, rubric):
             },
         )
     )
-    proc = subprocess.run(cmd, cwd=REPO, env=_env(), capture_output=True, text=True, timeout=600)
+    cmd, env = forkserver.launcher(_env(), *args, cwd=REPO)  # the launcher and its processes forked
+    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     text = proc.stdout + proc.stderr
     assert text.count("judge written to") == 1

@@ -14,9 +14,9 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
+import forkserver
 import pytest
 
 from judge.train.validation import schedule_batches
@@ -41,20 +41,22 @@ def _env() -> dict[str, str]:
     return {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": "1"}
 
 
-def _run(cmd: list[str], timeout: float) -> str:
-    """Run a launcher; a run that outlasts ``timeout`` (processes waiting on a collective some process
-    never joins) is killed with all its processes and fails the test."""
+def _run(launch: tuple[list[str], dict[str, str]], timeout: float) -> str:
+    """Run a launcher (:func:`_launch`); a run that outlasts ``timeout`` (processes waiting on a collective
+    some process never joins) is killed with all its processes and fails the test."""
     import psutil
 
+    cmd, env = launch
     proc = subprocess.Popen(
-        cmd, cwd=REPO, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
     try:
         out, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        # The workers run in sessions of their own: end the launcher's whole tree, by process id.
-        tree = psutil.Process(proc.pid).children(recursive=True)
-        for p in [*tree, psutil.Process(proc.pid)]:
+        # The workers run in sessions of their own: end the launcher's whole tree, by process id (a forked
+        # launcher's workers are under the command, not under the client that stands for it).
+        launcher = psutil.Process(forkserver.real_pid(proc.pid))
+        for p in [*launcher.children(recursive=True), launcher, psutil.Process(proc.pid)]:
             try:
                 p.kill()
             except psutil.NoSuchProcess:
@@ -65,24 +67,16 @@ def _run(cmd: list[str], timeout: float) -> str:
     return out
 
 
-def _launch_args(config: str, port: int) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "accelerate.commands.launch",
-        "--config_file",
-        f"configs/accelerate/{config}",
-        "--num_processes",
-        "2",
-        "--mixed_precision",
-        "no",
-        "--main_process_port",
-        str(port),
-    ]
+def _launch(config: str, port: int, *rest: str) -> tuple[list[str], dict[str, str]]:
+    """The argv and environment of ``accelerate launch`` with ``config`` on two processes, then ``rest``: the
+    launcher and its workers forked by the test run's fork server (tests/forkserver.py)."""
+    args = ["--config_file", f"configs/accelerate/{config}", "--num_processes", "2", "--mixed_precision", "no",
+            "--main_process_port", str(port), *rest]  # fmt: skip
+    return forkserver.launcher(_env(), *args, cwd=REPO, deepspeed=config.startswith("deepspeed"))
 
 
 def _train(config: str, port: int, small_demo, out: Path, *extra: str, flags: tuple[str, ...] = ()) -> str:
-    cmd = _launch_args(config, port) + ["-m", "judge.cli.train", "--config", "demo", *flags]
+    cmd = ["-m", "judge.cli.train", "--config", "demo", *flags]
     for o in (
         f"data.annotations=[{small_demo}]",
         f"output_dir={out}",
@@ -95,7 +89,7 @@ def _train(config: str, port: int, small_demo, out: Path, *extra: str, flags: tu
         *extra,
     ):
         cmd += ["--set", o]
-    log = _run(cmd, timeout=240)
+    log = _run(_launch(config, port, *cmd), timeout=240)
     assert log.count("judge written to") == 1
     return log
 
@@ -228,7 +222,7 @@ def test_sharded_validation_keeps_processes_in_step(small_demo, tmp_path):
     script = tmp_path / "sharded_validation.py"
     script.write_text(_SHARDED_VALIDATION)
     result = tmp_path / "metrics.json"
-    _run(_launch_args("fsdp.yaml", 29523) + [str(script), str(data / "dataset"), str(result)], timeout=180)
+    _run(_launch("fsdp.yaml", 29523, str(script), str(data / "dataset"), str(result)), timeout=180)
     for share, r in json.loads(result.read_text()).items():
         assert r["sharded"]["all_n"] == r["n"] == 63 + 21, share  # every score once, the text-only ones too
         # The same batches as one process: the same scores, every metric.
@@ -414,10 +408,11 @@ def test_quantization_under_sharding_fails_before_loading(small_demo, tmp_path, 
     ],
 )
 def test_unsupported_sharded_setups_fail_before_training(config, option, message, port, small_demo, tmp_path):
-    cmd = _launch_args(config, port) + option + ["-m", "judge.cli.train", "--config", "demo"]
+    args = [*option, "-m", "judge.cli.train", "--config", "demo"]
     for o in (f"data.annotations=[{small_demo}]", f"output_dir={tmp_path}", "train.max_steps=2"):
-        cmd += ["--set", o]
-    proc = subprocess.run(cmd, cwd=REPO, env=_env(), capture_output=True, text=True, timeout=240)
+        args += ["--set", o]
+    cmd, env = _launch(config, port, *args)
+    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=240)
     assert proc.returncode != 0
     assert message in proc.stderr + proc.stdout
     assert not list(tmp_path.glob("checkpoints/checkpoint-*")) and not (tmp_path / "judge").exists()
