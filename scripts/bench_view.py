@@ -35,7 +35,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from judge.testing.browser import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
+from judge.testing.browser import CHROMIUM, CHROMIUM_ARGS, wait_for  # noqa: E402
 
 
 def make_run(out: Path, n_questions: int, seed: int = 0) -> tuple[Path, int]:
@@ -162,7 +162,7 @@ def measure(site: Path, chromium: str, repeats: int) -> dict:
                 ):
                     page = browser.new_page(viewport={"width": 1400, "height": 900})
                     page.goto(url + route)
-                    page.wait_for_function(f"window.JV && JV.state.timing.{mark}", timeout=60_000)
+                    wait_for(page, f"window.JV && JV.state.timing.{mark}", timeout_s=60)
                     out[key].append(page.evaluate(f"JV.state.timing.{mark}"))
                     if route:
                         out["rows"] = page.evaluate("JV.state.index.rows.item.length")

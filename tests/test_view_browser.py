@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from judge.scoring.output import read_records
-from judge.testing.browser import CHROMIUM, CHROMIUM_ARGS
+from judge.testing.browser import CHROMIUM, CHROMIUM_ARGS, wait_for
 from judge.view import ViewConfig, export_site, load_view
 from judge.view.server import make_server
 
@@ -63,9 +63,7 @@ def _page(browser, errors):
 
 
 def _images_drawn(page, scope: str) -> list[int]:
-    page.wait_for_function(
-        f"[...document.querySelectorAll('{scope} img')].every(i => i.complete)", timeout=30_000
-    )
+    wait_for(page, f"[...document.querySelectorAll('{scope} img')].every(i => i.complete)")
     return page.evaluate(f"[...document.querySelectorAll('{scope} img')].map(i => i.naturalWidth)")
 
 
@@ -83,7 +81,7 @@ def test_filter_open_an_item_and_see_its_pictures_and_its_scores(
 
     # The first page: the verdicts first, the run, its leaderboard, the report's and the audit's plots, drawn.
     page.goto(url)
-    page.wait_for_function("window.JV && JV.state.timing.summaryRendered")
+    wait_for(page, "window.JV && JV.state.timing.summaryRendered")
     first = page.locator("#page-summary h2").first.inner_text()
     assert first == "Verdict" and "Leaderboard" in page.inner_text("#page-summary")
     widths = _images_drawn(page, "#page-summary")
@@ -106,7 +104,7 @@ def test_filter_open_an_item_and_see_its_pictures_and_its_scores(
     page.select_option("#filters [name=criterion]", label="overall")
     page.select_option("#filters [name=model]", label="model-a")
     overall_a = [r for r in records if r["criterion"] == "overall" and r["model"] == "model-a"]
-    page.wait_for_function(f"JV.state.order.length === {len(overall_a)}")
+    wait_for(page, f"JV.state.order.length === {len(overall_a)}")
     assert page.inner_text("#count").startswith(f"{len(overall_a)} of {len(records)}")
     shown = page.eval_on_selector_all(
         "#list-body .row", "e => e.map(x => x.children[3].textContent + '|' + x.children[1].textContent)"
@@ -114,14 +112,14 @@ def test_filter_open_an_item_and_see_its_pictures_and_its_scores(
     assert shown and set(shown) == {"overall|model-a"}
     page.fill("#filters [name=scoreMin]", "3.2")
     expected = sum(1 for r in overall_a if r["score"] is not None and r["score"] >= 3.2)
-    page.wait_for_function(f"JV.state.order.length === {expected}")
+    wait_for(page, f"JV.state.order.length === {expected}")
     assert page.evaluate("window.__same_page") is True
 
     # An item: its pictures drawn, each score and each annotator's as scores.jsonl and the file have them.
     page.fill("#filters [name=scoreMin]", "")
     page.select_option("#filters [name=model]", label="all")
     page.fill("#filters [name=id]", "sa-")
-    page.wait_for_function("JV.state.order.length > 0")
+    wait_for(page, "JV.state.order.length > 0")
     item_id = page.inner_text("#list-body .row >> nth=0 >> span >> nth=0")
     page.click("#list-body .row >> nth=0")
     page.wait_for_selector("[data-testid=judge-scores]")
@@ -155,4 +153,18 @@ def test_the_served_view_refuses_files_outside_its_roots_in_the_browser_too(brow
     for path in ("img/0/../../../../etc/passwd.webp", "img/0/annotations.jsonl.webp", "../run.json"):
         got = page.request.get(served.replace("index.html", "") + path)
         assert got.status == 404, path
+    page.close()
+
+
+def test_waiting_on_the_served_page_works_under_its_content_security_policy(browser, served):
+    """The tests' wait (judge.testing.browser.wait_for) on a condition that is false at first, on the served
+    viewer whose CSP refuses eval: Playwright's wait_for_function failed there whenever the page was slower
+    than its first check (seen once in CI's run); a condition never met ends in a TimeoutError that names it."""
+    page = _page(browser, [])
+    page.goto(served)
+    wait_for(page, "window.JV && JV.state.timing.summaryRendered")
+    page.evaluate("setTimeout(() => { window.__later = true; }, 300)")
+    wait_for(page, "window.__later === true", timeout_s=10)
+    with pytest.raises(TimeoutError, match="window.__never"):
+        wait_for(page, "window.__never === true", timeout_s=0.3)
     page.close()
