@@ -1,8 +1,8 @@
 """Run ``python -m MODULE ARGS`` (or ``python SCRIPT ARGS``) through a test run's fork server
 (``tests/forkserver.py``), or exec it.
 
-Usage: ``python -S tests/forkclient.py FOLDER [--exe PYTHON] MODULE [ARG ...]``, or ``FOLDER [--exe PYTHON]
---path SCRIPT [ARG ...]`` (``--exe``: the command's ``sys.executable``, when a shim stands for Python). This process stands in for the command:
+Usage: ``python -S tests/forkclient.py FOLDER MODULE [ARG ...]``; and through :func:`shim`, the program that
+stands for ``python`` itself (``forkserver.python_shim``). This process stands in for the command:
 it sends its argv, working folder, environment and standard streams (the file descriptors themselves) to the
 fork server of FOLDER whose environment matches on every variable read while the heavy libraries import
 (``signature``), forwards the signals it gets to the forked command (to its process group when this
@@ -29,7 +29,8 @@ import sys
 IMPORT_TIME = ("HF_", "HUGGINGFACE", "TRANSFORMERS", "TORCH", "PYTORCH", "OMP_", "MKL", "KMP_", "OPENBLAS",
                "GOTO", "CUDA", "NCCL", "ACCELERATE", "TOKENIZERS", "PYTHON", "XDG_", "LANG", "LC_", "MPL",
                "MATPLOTLIB", "NUMPY", "SCIPY", "TQDM", "HOME", "TMPDIR", "TZ", "USE_TORCH", "USE_TF", "USE_JAX",
-               "LD_", "GLIBC", "MALLOC", "JUDGE_TEST_FORK")  # fmt: skip
+               "LD_", "GLIBC", "MALLOC", "DS_", "DEEPSPEED", "TRL_", "PEFT_", "WANDB_", "BNB_", "BITSANDBYTES",
+               "TRITON", "JUDGE_TEST_FORK")  # fmt: skip
 #: ... but these, which launchers (accelerate launch, torchrun) set for each run, or importing torch sets
 #: (``TORCHINDUCTOR_CACHE_DIR``: every process a command starts has it), and only run-time code reads
 #: (``PYTHONUNBUFFERED``, or ``-u``, the server applies to each command's streams): the processes of every
@@ -51,16 +52,34 @@ def socket_path(folder: str, env: dict[str, str]) -> str:
 
 
 def main() -> None:
-    folder, args = sys.argv[1], sys.argv[2:]
-    exe = None  # the program that stands for python (forkserver.python_shim): the command's sys.executable
-    if args[0] == "--exe":
-        exe, args = args[1], args[2:]
-    if args[0] == "--path":  # python SCRIPT ARGS
-        module, script, args = None, args[1], args[2:]
-        fresh = [sys.executable, script, *args]
-    else:  # python -m MODULE ARGS
-        module, script, args = args[0], None, args[1:]
-        fresh = [sys.executable, "-m", module, *args]
+    """``forkclient.py FOLDER MODULE ARGS``: ``python -m MODULE ARGS`` through FOLDER's servers."""
+    run(sys.argv[1], sys.argv[2], None, sys.argv[3:])
+
+
+def shim(folder: str) -> None:
+    """The program that stands for ``python`` (``forkserver.python_shim``): ``[-u] -m MODULE ARGS`` and
+    ``[-u] SCRIPT ARGS`` (a file) are run through FOLDER's servers with this program as their
+    ``sys.executable``; any other command line (``-c``, other options, a folder or zip to run, a missing
+    file, nothing) is Python's own, exec'd as given."""
+    argv = sys.argv[1:]
+    unbuffered = bool(argv) and argv[0] == "-u"
+    rest = argv[1:] if unbuffered else argv
+    exe = os.path.abspath(sys.argv[0])
+    if len(rest) >= 2 and rest[0] == "-m":
+        run(folder, rest[1], None, rest[2:], exe=exe, unbuffered=unbuffered)
+    elif rest and not rest[0].startswith("-") and os.path.isfile(rest[0]):
+        run(folder, None, rest[0], rest[1:], exe=exe, unbuffered=unbuffered)
+    os.execv(sys.executable, [sys.executable, *argv])
+
+
+def run(
+    folder: str, module: str | None, script: str | None, args: list[str], exe: str | None = None,
+    unbuffered: bool = False,
+) -> None:  # fmt: skip
+    """Run ``python [-u] -m MODULE ARGS`` (or ``python [-u] SCRIPT ARGS``) through the server of FOLDER for
+    this environment, and exit as it did; with none, exec it. ``exe``: the command's ``sys.executable``."""
+    flags = ["-u"] if unbuffered else []
+    fresh = [sys.executable, *flags, *(["-m", module] if module else [script]), *args]
     env = dict(os.environ)
     path = socket_path(folder, env)
     # A relative PYTHONPATH entry was resolved against the server's folder when it imported: run fresh.
@@ -116,6 +135,7 @@ def main() -> None:
                 "module": module,
                 "path": script,
                 "exe": exe,
+                "unbuffered": unbuffered,
                 "args": args,
                 "cwd": os.getcwd(),
                 "env": env,

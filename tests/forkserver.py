@@ -153,9 +153,10 @@ def wrapper(path: Path, module: str, env: Mapping[str, str]) -> None:
     path.chmod(0o755)
 
 
-#: what a launched worker imports beyond HEAVY: accelerate, the trainer and DeepSpeed (not the launcher
-#: itself: runpy warns when the module it runs was imported before)
-LAUNCH_IMPORTS = ("accelerate", "transformers.trainer", "trl", "deepspeed")
+#: what a launched worker imports beyond HEAVY: accelerate and the trainer (not the launcher itself: runpy
+#: warns when the module it runs was imported before); DeepSpeed too for a DeepSpeed launch (importing it
+#: sets a variable the processes of any other launch would not have)
+LAUNCH_IMPORTS = ("accelerate", "transformers.trainer", "trl")
 
 
 def launcher(
@@ -168,7 +169,8 @@ def launcher(
     workers' ``PYTHONPATH``: a server for that environment too. Forking off: a plain launch."""
     if not enabled():
         return [sys.executable, "-m", "accelerate.commands.launch", *args], dict(env)
-    env = {**env, "JUDGE_TEST_FORK_IMPORTS": ",".join(LAUNCH_IMPORTS)}
+    imports = [*LAUNCH_IMPORTS, "deepspeed"] if deepspeed else LAUNCH_IMPORTS
+    env = {**env, "JUDGE_TEST_FORK_IMPORTS": ",".join(imports)}
     env["PYTHON_EXEC"] = python_shim()
     envs = [env]
     if deepspeed:  # as accelerate.utils.launch.env_var_path_add writes it
@@ -190,13 +192,10 @@ def python_shim() -> str:
     path = folder / "python"
     if not path.exists():
         folder.mkdir(exist_ok=True)
-        client = f'"{sys.executable}" -S "{CLIENT}" "{_folder}" --exe "$0"'
+        # Python itself (no shell between: the environment, $PWD included, is passed on untouched).
         path.write_text(
-            "#!/bin/sh\n"
-            'if [ "$1" = "-u" ]; then shift; export PYTHONUNBUFFERED=1; fi\n'
-            f'if [ "$1" = "-m" ]; then shift; exec {client} "$@"; fi\n'
-            f'case "$1" in ""|-*) ;; *) exec {client} --path "$@";; esac\n'
-            f'exec "{sys.executable}" "$@"\n'
+            f"#!{sys.executable} -S\n"
+            f"import sys\nsys.path.insert(0, {str(HERE)!r})\nimport forkclient\nforkclient.shim({_folder!r})\n"
         )
         path.chmod(0o755)
         (folder / "python3").symlink_to("python")
@@ -353,21 +352,25 @@ def _serve(folder: str):
 
 
 def _become(request: dict, fds: list[int], set_by_imports: dict[str, str]) -> None:
-    """In the forked child: take the client's streams, environment, folder and argv."""
+    """In the forked child: take the client's streams, environment, folder and argv, and run the command."""
+    import builtins
+    import importlib.machinery
     import io
     import runpy
+    import types
 
     for target, fd in enumerate(fds):
         os.dup2(fd, target)
         os.close(fd)
     os.environ.clear()
     os.environ.update(request["env"])
-    os.environ.update(set_by_imports)
+    for key, value in set_by_imports.items():  # what the imports would have set, where the command has none
+        os.environ.setdefault(key, value)
     os.chdir(request["cwd"])
     # The streams as a fresh Python makes them for these fds and this environment (not the server's): with
     # PYTHONUNBUFFERED (or -u) nothing is held in a buffer; else stdout is line-buffered on a terminal only,
     # stderr always.
-    unbuffered = bool(request["env"].get("PYTHONUNBUFFERED"))
+    unbuffered = request.get("unbuffered") or bool(request["env"].get("PYTHONUNBUFFERED"))
     for name, fd in (("stdout", 1), ("stderr", 2)):
         old = getattr(sys, name)
         new = io.TextIOWrapper(
@@ -380,25 +383,40 @@ def _become(request: dict, fds: list[int], set_by_imports: dict[str, str]) -> No
     if request.get("exe"):  # started as the shim that stands for python: what Python would say
         sys.executable = request["exe"]
     script = request.get("path")
-    first = os.path.dirname(os.path.realpath(script)) if script else request["cwd"]
+    if script:  # as `python SCRIPT` has it: __file__ absolute (not normalized), sys.argv[0] as given
+        path = script if os.path.isabs(script) else os.path.join(request["cwd"], script)
+        first = os.path.dirname(os.path.realpath(script))
+    else:
+        first = request["cwd"]
+    # The working folder first (`python SCRIPT`: the script's, links resolved), then PYTHONPATH and the
+    # installation's folders.
     sys.path[:] = [first, *(p for p in sys.path[1:] if p != str(HERE))]
     sys.argv = [script or request["module"], *request["args"]]
     if "numpy" in sys.modules:  # seeded from the OS at import: every child would draw the same numbers
         sys.modules["numpy"].random.seed()
-    if (
-        script
-    ):  # as `python SCRIPT` runs it: __file__ absolute, sys.argv[0] as given (runpy.run_path sets both)
-        import types
-
-        path = os.path.abspath(script)
-        main = types.ModuleType("__main__")
-        main.__file__ = path
-        sys.modules["__main__"] = main
-        with open(path, "rb") as f:
-            code = compile(f.read(), path, "exec")
-        exec(code, main.__dict__)
-    else:
-        runpy.run_module(request["module"], run_name="__main__", alter_sys=True)
+    # A __main__ of the command's own, as a fresh interpreter has (not this server's globals).
+    main = types.ModuleType("__main__")
+    main.__builtins__ = builtins  # type: ignore[attr-defined]
+    main.__annotations__ = {}
+    sys.modules["__main__"] = main
+    try:
+        if script:
+            main.__file__ = path
+            main.__cached__ = None  # type: ignore[attr-defined]
+            main.__loader__ = importlib.machinery.SourceFileLoader("__main__", path)
+            with open(path, "rb") as f:
+                code = compile(f.read(), path, "exec")
+            exec(code, main.__dict__)
+        else:  # what `python -m` runs: its messages ("No module named ...") and exit status too
+            runpy._run_module_as_main(request["module"])  # type: ignore[attr-defined]
+    except Exception as exc:
+        # As Python's top level reports it: the traceback from the command's first frame on (none for a
+        # script's syntax error), exit status 1.
+        tb = exc.__traceback__
+        while tb is not None and tb.tb_frame.f_code.co_filename == _become.__code__.co_filename:
+            tb = tb.tb_next
+        sys.excepthook(type(exc), exc.with_traceback(tb), tb)  # the hook prints the exception's own
+        raise SystemExit(1) from None
 
 
 if __name__ == "__main__":

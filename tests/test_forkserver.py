@@ -32,6 +32,15 @@ if mode == "report":
                       "argv0": sys.argv[0], "exe": sys.executable, "ppid": os.getppid(), "rank": os.environ.get("RANK")}))
     print("to stderr", file=sys.stderr)
     sys.exit(int(os.environ.get("PROBE_EXIT", "3")))
+if mode == "main":  # what the command's __main__ and environment hold
+    import builtins
+    print(json.dumps({"builtins": __builtins__ is builtins, "loader": type(__loader__).__name__,
+                      "cached": globals().get("__cached__", "missing"), "annotations": globals().get("__annotations__"),
+                      "file": __file__, "unbuffered": os.environ.get("PYTHONUNBUFFERED"),
+                      "inductor": os.environ.get("TORCHINDUCTOR_CACHE_DIR"), "server_globals": "HEAVY" in globals()}))
+    sys.exit(0)
+if mode == "raise":
+    raise ValueError("boom")
 if mode == "unbuffered":  # no flush: only an unbuffered stdout shows it before the process ends
     print("ready")
     time.sleep(120)
@@ -130,13 +139,15 @@ def test_another_import_time_environment_runs_fresh(probe):
     """A variable read while the libraries import (a thread count here) differs from every server's: the
     command is not forked from a parent that imported with another value."""
     folder, env = probe
-    other = {**env, "OMP_NUM_THREADS": "3" if env.get("OMP_NUM_THREADS") != "3" else "4"}
-    # The argv made for `env` (its server is listening), run with the other environment.
-    proc = subprocess.Popen(forkserver.command("probe", "report", env=env), cwd=folder, env=other,
-                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True)  # fmt: skip
-    out, _ = proc.communicate(timeout=120)
-    got = json.loads(out)
-    assert got["pid"] == proc.pid and not got["torch_loaded"]
+    # A thread count; and DeepSpeed's accelerator, which a launch server reads when it imports deepspeed.
+    for other in ({**env, "OMP_NUM_THREADS": "3" if env.get("OMP_NUM_THREADS") != "3" else "4"},
+                  {**env, "DS_ACCELERATOR": "cpu"}):  # fmt: skip
+        # The argv made for `env` (its server is listening), run with the other environment.
+        proc = subprocess.Popen(forkserver.command("probe", "report", env=env), cwd=folder, env=other,
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True)  # fmt: skip
+        out, _ = proc.communicate(timeout=120)
+        got = json.loads(out)
+        assert got["pid"] == proc.pid and not got["torch_loaded"]
 
 
 def test_a_signal_while_the_command_is_forked_ends_the_command_not_the_server(probe):
@@ -271,3 +282,43 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def test_a_forked_command_fails_and_reports_as_python_does(probe, tmp_path):
+    """Through the shim, forked or not: a missing file, a folder to run, ``-m`` alone, a module that does not
+    exist, a syntax error, an uncaught exception end with Python's own message and status (no traceback of
+    the fork server's frames); the command's __main__ is its own (builtins module, loader, no server
+    globals); ``-u`` does not leak into the environment; a variable the imports set keeps the command's
+    value."""
+    folder, env = probe
+    env = {k: v for k, v in env.items() if k != "PYTHONUNBUFFERED"}  # the same server: a run-time variable
+    forked_env = forkserver.python_on_path(env)
+    shim = forkserver.python_shim()
+    (folder / "bad_syntax.py").write_text("def (\n")
+    (folder / "app").mkdir()
+    (folder / "app" / "__main__.py").write_text("print('app main')\n")
+    exes = (str(Path(shim).parent / "python3"), sys.executable)
+    for args in (["missing.py"], ["app"], ["-m"], ["-m", "nosuchmod"], ["bad_syntax.py"], ["probe.py", "raise"],
+                 ["-m", "probe", "raise"]):  # fmt: skip
+        got = {}
+        for how, cmd, run_env in (("forked", ["python3", *args], forked_env),
+                                  ("fresh", [sys.executable, *args], {**env, "JUDGE_TEST_FORK": "0"})):  # fmt: skip
+            out = subprocess.run(cmd, cwd=folder, env=run_env, capture_output=True, text=True, timeout=120)
+            err = out.stderr
+            for exe in exes:
+                err = err.replace(exe, "PYTHON")
+            got[how] = (out.returncode, out.stdout, err)
+        assert got["forked"] == got["fresh"], (args, got)
+        assert "forkserver.py" not in got["forked"][2] and "forkclient.py" not in got["forked"][2], args
+    for cmd in (["python3", "probe.py", "main"], ["python3", "-u", "-m", "probe", "main"]):
+        out = subprocess.run(cmd, cwd=folder, env={**forked_env, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "ind")},
+                             capture_output=True, text=True, timeout=120)  # fmt: skip
+        main = json.loads(out.stdout)
+        assert main["builtins"] and not main["server_globals"] and main["annotations"] == {}, (cmd, main)
+        assert main["loader"] == "SourceFileLoader" and main["file"] == str(folder / "probe.py"), (cmd, main)
+        assert (
+            main["cached"] == (None if cmd[1] == "probe.py" else main["cached"])
+            and main["unbuffered"] is None
+        )
+        assert cmd[1] == "probe.py" or main["cached"].endswith(".pyc"), (cmd, main)  # as `python -m` has it
+        assert main["inductor"] == str(tmp_path / "ind"), (cmd, main)

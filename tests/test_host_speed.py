@@ -1,5 +1,5 @@
-"""scripts/host_speed.py, which scales CI's test budget (.ci/run) by the machine's speed: the budget never falls
-under its base nor grows past twice it, bad options are refused by name, and a measurement writes its runs."""
+"""scripts/host_speed.py, which scales CI's test budget (.ci/run) by the machine's speed: the budget follows a slower
+machine's speed up to twice its base, and is never under its base, bad options are refused by name, and a measurement writes its runs."""
 
 from __future__ import annotations
 
@@ -20,12 +20,13 @@ def run(*args: str) -> subprocess.CompletedProcess:
 @pytest.mark.parametrize(
     ("seconds", "budget", "factor"),
     [
-        (["7"], 2100, "1.00"),  # faster than the reference: the base, never less
+        (["8"], 2100, "1.00"),  # the reference's speed: the base
+        (["6"], 2100, "1.00"),  # a faster machine: the base in wall time, never less
         (["11", "13"], 3150, "1.50"),  # a day 1.5x slower (median of before and after)
         (["50"], 4200, "2.00"),  # a broken measurement cannot turn the check off
     ],
 )
-def test_the_budget_scales_with_the_machine_between_1x_and_2x(seconds, budget, factor):
+def test_the_budget_scales_with_a_slower_machine_between_1x_and_2x(seconds, budget, factor):
     got = run("budget", "--base", "2100", "--reference", "8", *seconds)
     assert got.returncode == 0, got.stderr
     assert got.stdout.split() == [str(budget), factor]
@@ -34,9 +35,16 @@ def test_the_budget_scales_with_the_machine_between_1x_and_2x(seconds, budget, f
 @pytest.mark.parametrize(
     ("args", "words"),
     [
-        (["budget", "--base", "2100", "--reference", "0", "9"], "--reference: must be a positive number"),
-        (["budget", "--base", "x", "--reference", "8", "9"], "--base: must be a positive number"),
-        (["budget", "--base", "2100", "--reference", "8", "-1"], "seconds: must be a positive number"),
+        (
+            ["budget", "--base", "2100", "--reference", "0", "9"],
+            "--reference: must be a positive, finite number",
+        ),
+        (["budget", "--base", "x", "--reference", "8", "9"], "--base: must be a positive, finite number"),
+        (["budget", "--base", "inf", "--reference", "8", "9"], "--base: must be a positive, finite number"),
+        (
+            ["budget", "--base", "2100", "--reference", "8", "-1"],
+            "seconds: must be a positive, finite number",
+        ),
         (["measure", "--runs", "0"], "--runs must be at least 1, got 0"),
     ],
 )
