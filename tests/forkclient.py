@@ -7,10 +7,10 @@ it sends its argv, working folder, environment and standard streams (the file de
 fork server of FOLDER whose environment matches on every variable read while the heavy libraries import
 (``signature``), forwards the signals it gets to the forked command (to its process group when this
 process leads a session of its own, as after ``start_new_session``: a ``killpg`` reaches what the command
-started), and exits as the command did (its exit
-code, or killed by the same signal). Killed itself (SIGKILL), the server kills the command. With no such
-server (not started yet, another environment, ``JUDGE_TEST_FORK=0``) it execs ``python -m MODULE ARGS``
-(``python SCRIPT ARGS``): a fresh interpreter in this very process. Standard library only: it must start in milliseconds.
+started), and exits as the command did (its exit code, or killed by the same signal). Killed itself
+(SIGKILL), the server kills the command. With no such server (not started yet, another environment,
+``JUDGE_TEST_FORK=0``) it execs ``python -m MODULE ARGS`` (``python SCRIPT ARGS``): a fresh interpreter in
+this very process. Standard library only: it must start in milliseconds.
 """
 
 from __future__ import annotations

@@ -165,8 +165,8 @@ def launcher(
     """The argv and environment that run ``accelerate launch ARGS`` from ``cwd`` with the launcher and the
     processes it starts forked: torchrun starts each worker as ``$PYTHON_EXEC -u -m MODULE ...``, and
     ``PYTHON_EXEC`` names a shim that runs that through the fork server (see :func:`python_shim`). The
-    servers start now, and are waited for. With ``deepspeed``, accelerate's DeepSpeed launcher appends ``cwd`` to the
-    workers' ``PYTHONPATH``: a server for that environment too. Forking off: a plain launch."""
+    servers start now, and are waited for. With ``deepspeed``, accelerate's DeepSpeed launcher appends
+    ``cwd`` to the workers' ``PYTHONPATH``: a server for that environment too. Forking off: a plain launch."""
     if not enabled():
         return [sys.executable, "-m", "accelerate.commands.launch", *args], dict(env)
     imports = [*LAUNCH_IMPORTS, "deepspeed"] if deepspeed else LAUNCH_IMPORTS
@@ -184,10 +184,11 @@ def launcher(
 
 def python_shim() -> str:
     """The path of a program that stands for ``python`` (torchrun's ``PYTHON_EXEC``; ``python3`` beside it,
-    for a ``PATH``): ``[-u] -m MODULE ARGS`` and ``[-u] SCRIPT ARGS`` run through the fork server for the
-    environment they are started in (``-u`` as ``PYTHONUNBUFFERED=1``), or fresh where that server has not
-    started; any other command line (``-c``, other options) is Python's. A command forked through it has the
-    shim as its ``sys.executable``, as Python started by that name would."""
+    for a ``PATH``), ``forkclient.shim``: ``[-u] -m MODULE ARGS`` and ``[-u] SCRIPT ARGS`` (a file) run
+    through the fork server for the environment they are started in (``-u`` unbuffers the command's streams,
+    as Python's flag does, without setting a variable), or fresh where that server has not started; any other
+    command line (``-c``, other options, a folder, a missing file) is Python's own. A command forked through
+    it has the shim as its ``sys.executable``, as Python started by that name would."""
     folder = Path(_the_folder(), "bin")
     path = folder / "python"
     if not path.exists():
@@ -195,7 +196,8 @@ def python_shim() -> str:
         # Python itself (no shell between: the environment, $PWD included, is passed on untouched).
         path.write_text(
             f"#!{sys.executable} -S\n"
-            f"import sys\nsys.path.insert(0, {str(HERE)!r})\nimport forkclient\nforkclient.shim({_folder!r})\n"
+            f"import sys\nsys.path.insert(0, {str(HERE)!r})\n"
+            f"import forkclient\nforkclient.shim({_folder!r})\n"
         )
         path.chmod(0o755)
         (folder / "python3").symlink_to("python")

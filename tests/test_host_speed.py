@@ -1,5 +1,6 @@
-"""scripts/host_speed.py, which scales CI's test budget (.ci/run) by the machine's speed: the budget follows a slower
-machine's speed up to twice its base, and is never under its base, bad options are refused by name, and a measurement writes its runs."""
+"""scripts/host_speed.py, which scales CI's test budget (.ci/run) by the machine's speed: the budget follows a
+slower machine's speed up to twice its base and is never under its base; bad options are refused by name; a
+measurement writes its runs."""
 
 from __future__ import annotations
 

@@ -20,9 +20,9 @@ CHROMIUM_ARGS = [
 
 
 def wait_for(page, expression: str, timeout_s: float = 30.0) -> None:
-    """Wait until the JavaScript ``expression`` is truthy in the Playwright ``page``, checked from Python every
-    50 ms (``page.evaluate``). Not Playwright's ``wait_for_function``: when its first check is false it polls
-    inside the page with ``eval``, which judge-view's Content-Security-Policy (``script-src 'self'``)
+    """Wait until the JavaScript ``expression`` is truthy in the Playwright ``page``, checked from Python
+    every 50 ms (``page.evaluate``). Not Playwright's ``wait_for_function``: when its first check is false it
+    polls inside the page with ``eval``, which judge-view's Content-Security-Policy (``script-src 'self'``)
     refuses, so it failed whenever the page was slower than that first check."""
     import time
 
